@@ -1,0 +1,3 @@
+from sofakafka.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Sans-IO Kafka wire protocol: primitives, headers, messages of every API, record formats."""

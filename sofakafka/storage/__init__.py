@@ -1,0 +1,1 @@
+"""Kafka-format partition logs: segments, sparse mmap indexes, checkpoints, recovery, retention, compaction."""

@@ -1,0 +1,8 @@
+import os
+
+from hypothesis import HealthCheck, settings
+
+# CI gets more examples than a developer's quick loop; both stay bounded.
+settings.register_profile("ci", max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
