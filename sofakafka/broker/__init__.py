@@ -1,0 +1,1 @@
+"""The broker: configuration, the asyncio server, request handlers and the managers they call."""
