@@ -1,0 +1,95 @@
+"""Record formats: message sets v0/v1, record batches v2, compression, offset assignment (sans-IO).
+
+The stable surface other layers code against is re-exported here; see FORMATS.md §1-4 and §8.
+"""
+
+from __future__ import annotations
+
+from sofakafka.protocol.errors import CorruptRecordError
+from sofakafka.protocol.records.compression import CompressionType, compress, decompress
+from sofakafka.protocol.records.header import (
+    CREATE_TIME,
+    LOG_APPEND_TIME,
+    LOG_OVERHEAD,
+    MAGIC_V0,
+    MAGIC_V1,
+    MAGIC_V2,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    NO_TIMESTAMP_TYPE,
+    V2_HEADER_SIZE,
+    BatchHeader,
+    compute_crc,
+    iter_batches,
+    read_batch_header,
+    validate_batch,
+)
+from sofakafka.protocol.records.legacy import (
+    build_message_set,
+    decode_legacy_records,
+    validate_inner_messages,
+)
+from sofakafka.protocol.records.v2 import (
+    ControlRecordType,
+    EndTransactionMarker,
+    Record,
+    RecordBatchBuilder,
+    build_batch,
+    build_end_txn_marker,
+    decode_control_key,
+    decode_v2_records,
+    encode_control_key,
+)
+from sofakafka.protocol.records.varint import Buffer
+
+
+def decode_records(buf: Buffer, header: BatchHeader) -> list[Record]:
+    """All records of one entry with absolute offsets, decompressing when needed.
+
+    Raises :class:`CorruptRecordError` (with the entry position) for anything undecodable. Does not check
+    the CRC: call :func:`validate_batch` first when the bytes are untrusted.
+    """
+    if header.magic == MAGIC_V2:
+        return decode_v2_records(buf, header)
+    return decode_legacy_records(buf, header)
+
+
+__all__ = [
+    "CREATE_TIME",
+    "LOG_APPEND_TIME",
+    "LOG_OVERHEAD",
+    "MAGIC_V0",
+    "MAGIC_V1",
+    "MAGIC_V2",
+    "NO_PARTITION_LEADER_EPOCH",
+    "NO_PRODUCER_EPOCH",
+    "NO_PRODUCER_ID",
+    "NO_SEQUENCE",
+    "NO_TIMESTAMP",
+    "NO_TIMESTAMP_TYPE",
+    "V2_HEADER_SIZE",
+    "BatchHeader",
+    "Buffer",
+    "CompressionType",
+    "ControlRecordType",
+    "CorruptRecordError",
+    "EndTransactionMarker",
+    "Record",
+    "RecordBatchBuilder",
+    "build_batch",
+    "build_end_txn_marker",
+    "build_message_set",
+    "compress",
+    "compute_crc",
+    "decode_control_key",
+    "decode_records",
+    "decompress",
+    "encode_control_key",
+    "iter_batches",
+    "read_batch_header",
+    "validate_batch",
+    "validate_inner_messages",
+]
