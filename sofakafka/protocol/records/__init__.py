@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from sofakafka.protocol.errors import CorruptRecordError
 from sofakafka.protocol.records.compression import CompressionType, compress, decompress
+from sofakafka.protocol.records.convert import convert_to_v2, down_convert
 from sofakafka.protocol.records.header import (
     CREATE_TIME,
     LOG_APPEND_TIME,
@@ -31,6 +32,14 @@ from sofakafka.protocol.records.legacy import (
     build_message_set,
     decode_legacy_records,
     validate_inner_messages,
+)
+from sofakafka.protocol.records.produce import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    AssignedOffsets,
+    InvalidProduceError,
+    ProduceValidation,
+    assign_offsets,
+    validate_produce,
 )
 from sofakafka.protocol.records.v2 import (
     ControlRecordType,
@@ -59,6 +68,7 @@ def decode_records(buf: Buffer, header: BatchHeader) -> list[Record]:
 
 __all__ = [
     "CREATE_TIME",
+    "DEFAULT_MAX_MESSAGE_BYTES",
     "LOG_APPEND_TIME",
     "LOG_OVERHEAD",
     "MAGIC_V0",
@@ -71,25 +81,32 @@ __all__ = [
     "NO_TIMESTAMP",
     "NO_TIMESTAMP_TYPE",
     "V2_HEADER_SIZE",
+    "AssignedOffsets",
     "BatchHeader",
     "Buffer",
     "CompressionType",
     "ControlRecordType",
     "CorruptRecordError",
     "EndTransactionMarker",
+    "InvalidProduceError",
+    "ProduceValidation",
     "Record",
     "RecordBatchBuilder",
+    "assign_offsets",
     "build_batch",
     "build_end_txn_marker",
     "build_message_set",
     "compress",
     "compute_crc",
+    "convert_to_v2",
     "decode_control_key",
     "decode_records",
     "decompress",
+    "down_convert",
     "encode_control_key",
     "iter_batches",
     "read_batch_header",
     "validate_batch",
     "validate_inner_messages",
+    "validate_produce",
 ]

@@ -137,14 +137,18 @@ def inner_message_set(buf: Buffer, wrapper: BatchHeader) -> tuple[bytes, list[Ba
     return inner, headers
 
 
-def validate_inner_messages(buf: Buffer, wrapper: BatchHeader) -> None:
-    """Check each inner message's CRC and structure (what the broker does for compressed v0/v1 input)."""
+def validate_inner_messages(buf: Buffer, wrapper: BatchHeader) -> list[BatchHeader]:
+    """Check each inner message's CRC and structure (what the broker does for compressed v0/v1 input).
+
+    Returns the inner headers (positions within the decompressed set) for further checks.
+    """
     inner, headers = inner_message_set(buf, wrapper)
     for h in headers:
         try:
             validate_batch(inner, h)
         except CorruptRecordError as e:
             raise CorruptRecordError(wrapper.position, f"inner message at byte {h.position}: {e.reason}") from e
+    return headers
 
 
 def decode_legacy_records(buf: Buffer, header: BatchHeader) -> list[Record]:
