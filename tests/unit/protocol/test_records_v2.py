@@ -29,6 +29,8 @@ from sofakafka.protocol.records import (
 )
 from sofakafka.protocol.records.varint import decode_varint, decode_varlong, encode_varint, encode_varlong
 
+from ._kafka_python import DefaultRecordBatch, DefaultRecordBatchBuilder
+
 optional_bytes = st.one_of(st.none(), st.binary(max_size=64))
 headers_st = st.lists(st.tuples(st.text(max_size=8), optional_bytes), max_size=3)
 timestamps = st.one_of(st.just(-1), st.integers(0, 2**42))
@@ -235,3 +237,39 @@ def test_end_transaction_marker_layout(commit: bool) -> None:
     assert rec.key == struct.pack(">hh", 0, expected_type)
     assert rec.value == struct.pack(">hi", 0, 5)
     assert EndTransactionMarker.decode(rec) == EndTransactionMarker(expected_type, 5)
+
+
+def test_uncompressed_batch_bytes_equal_kafka_python() -> None:
+    theirs = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=True, producer_id=5,
+                                       producer_epoch=1, base_sequence=3, batch_size=1 << 20)
+    recs = [Record(0, 1000, b"k", b"v", [("h", b"x"), ("n", None)]), Record(2, 999, None, None, []),
+            Record(3, 5000, b"", b"", [])]
+    for r in recs:
+        theirs.append(r.offset, r.timestamp, r.key, r.value, r.headers)
+    # kafka-python leaves partitionLeaderEpoch at 0 where a Java client writes -1.
+    ours = build_batch(recs, is_transactional=True, producer_id=5, producer_epoch=1, base_sequence=3,
+                       partition_leader_epoch=0)
+    assert ours == bytes(theirs.build())
+
+
+@pytest.mark.parametrize("codec", [1, 3, 4])
+def test_kafka_python_reads_our_compressed_batches(codec: int) -> None:
+    recs = [Record(10 + i, 100 + i, b"k%d" % i, b"v" * i, [("h", b"%d" % i)]) for i in range(20)]
+    buf = build_batch(recs, compression=codec)
+    got = list(DefaultRecordBatch(buf))
+    assert [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in got] == [
+        (r.offset, r.timestamp, r.key, r.value, r.headers) for r in recs
+    ]
+
+
+@pytest.mark.parametrize("codec", [1, 3, 4])
+def test_reads_kafka_python_compressed_batches(codec: int) -> None:
+    theirs = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False, producer_id=-1,
+                                       producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    for i in range(20):
+        theirs.append(i, 100 + i, b"k%d" % i, b"v" * i, [])
+    buf = bytes(theirs.build())
+    h = read_batch_header(buf)
+    assert h is not None
+    validate_batch(buf, h)
+    assert [(r.offset, r.key) for r in decode_records(buf, h)] == [(i, b"k%d" % i) for i in range(20)]
