@@ -397,7 +397,8 @@ def load_properties(text: str) -> dict[str, str]:
     any other escaped character stands for itself (so ``\\=`` and ``\\:`` may appear in keys).
     """
     result: dict[str, str] = {}
-    lines = text.splitlines()
+    # Java ends lines only at \n, \r and \r\n (str.splitlines would also split at \x0b, \x85, ...).
+    lines = re.split(r"\r\n|\r|\n", text)
     i = 0
     while i < len(lines):
         line = lines[i].lstrip(" \t\f")
