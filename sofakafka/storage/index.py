@@ -1,0 +1,436 @@
+"""Sparse, memory-mapped segment indexes in Kafka's byte layouts.
+
+``OffsetIndex`` (``.index``): 8-byte entries, int32 offset relative to the segment's base offset + int32 byte
+position in the segment's ``.log``. ``TimeIndex`` (``.timeindex``): 12-byte entries, int64 timestamp + int32
+relative offset. Both big-endian, both sparse: the segment adds an entry once ``index.interval.bytes`` of log
+have been written since the last one, so a lookup lands at most that many bytes before its target and the
+segment scans batch headers from there.
+
+The active segment's indexes are preallocated to ``segment.index.bytes`` (rounded down to a whole entry) so
+appends never grow the file; ``trim_to_valid_size`` cuts them to their real length when the segment is rolled
+or closed, which is also what lets a restart count entries from the file length. After a crash the file may
+still be preallocated: trailing all-zero entries are then not counted (a zero entry can only ever be a
+segment's first entry, and dropping that one only makes lookups start at position 0, which is always safe).
+
+Files are mapped lazily on first use so that a broker with many segments does not hold two mappings per
+segment it never reads.
+
+Thread-safety: appends, truncations and resizes come from the owning Log under its lock; lookups may run
+concurrently from reader threads, so every method takes the index's own lock (cheap: no I/O beyond page
+faults on the mapping).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from sofakafka.storage.errors import CorruptIndexError, InvalidOffsetError
+
+INT32_MAX = (1 << 31) - 1
+_ZERO_CHUNK = 1 << 16
+
+
+@dataclass(frozen=True)
+class OffsetPosition:
+    offset: int
+    position: int
+
+
+@dataclass(frozen=True)
+class TimestampOffset:
+    timestamp: int
+    offset: int
+
+
+class _MappedIndex:
+    """A file of fixed-size entries, mapped into memory; subclasses give the entry layout."""
+
+    ENTRY_SIZE = 0
+
+    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
+        self.path = Path(path)
+        self.base_offset = base_offset
+        self._lock = threading.RLock()
+        self._max_index_size = max_index_size
+        self._file: int | None = None
+        self._mmap: mmap.mmap | None = None
+        self._length = 0  # bytes of the file (mapping) currently allocated
+        self._entries = 0
+        self._loaded = False
+        self._preallocate = False
+        if not self.path.exists():
+            self.path.touch()
+
+    # -- mapping management -------------------------------------------------------------------------------
+    def _ensure_open(self) -> None:
+        if self._loaded:
+            return
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        length = os.fstat(fd).st_size
+        if length % self.ENTRY_SIZE != 0:
+            os.close(fd)
+            raise CorruptIndexError(self.path, f"file length {length} is not a multiple of {self.ENTRY_SIZE}")
+        self._file = fd
+        self._length = length
+        self._map()
+        self._entries = self._count_entries()
+        self._loaded = True
+        self._after_load()
+        if self._preallocate:
+            self._resize_locked(self._max_index_size)
+
+    def _after_load(self) -> None:
+        """Subclass hook: cache the last entry."""
+
+    def _map(self) -> None:
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+        if self._length > 0 and self._file is not None:
+            self._mmap = mmap.mmap(self._file, self._length)
+
+    def _count_entries(self) -> int:
+        """Entries actually written: the file length minus an all-zero preallocated tail (see module doc)."""
+        mm = self._mmap
+        if mm is None:
+            return 0
+        end = self._length
+        while end > 0:
+            start = max(0, end - _ZERO_CHUNK)
+            stripped = mm[start:end].rstrip(b"\0")
+            if stripped:
+                end = start + len(stripped)
+                break
+            end = start
+        return -(-end // self.ENTRY_SIZE)
+
+    def _resize_locked(self, new_size: int) -> bool:
+        rounded = max(new_size - new_size % self.ENTRY_SIZE, self._entries * self.ENTRY_SIZE)
+        if rounded == self._length:
+            return False
+        assert self._file is not None
+        if self._mmap is not None:
+            self._mmap.flush()
+            self._mmap.close()
+            self._mmap = None
+        os.ftruncate(self._file, rounded)
+        self._length = rounded
+        self._map()
+        return True
+
+    def resize(self, new_size: int) -> bool:
+        """Set the allocated size (never below the valid entries); True if it changed. Blocks on ftruncate."""
+        with self._lock:
+            self._max_index_size = new_size
+            if not self._loaded:
+                self._preallocate = True
+                return True
+            self._preallocate = True
+            return self._resize_locked(new_size)
+
+    def trim_to_valid_size(self) -> None:
+        """Cut the preallocated tail so the file length says how many entries there are."""
+        with self._lock:
+            self._preallocate = False
+            if self._loaded:
+                self._resize_locked(self._entries * self.ENTRY_SIZE)
+
+    # -- properties -----------------------------------------------------------------------------------------
+    @property
+    def entries(self) -> int:
+        with self._lock:
+            self._ensure_open()
+            return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        with self._lock:
+            self._ensure_open()
+            return self._max_index_size // self.ENTRY_SIZE
+
+    def is_full(self) -> bool:
+        with self._lock:
+            self._ensure_open()
+            return self._entries >= self._max_index_size // self.ENTRY_SIZE
+
+    def size_in_bytes(self) -> int:
+        with self._lock:
+            self._ensure_open()
+            return self._entries * self.ENTRY_SIZE
+
+    def relative_offset(self, offset: int) -> int:
+        rel = offset - self.base_offset
+        if rel < 0 or rel > INT32_MAX:
+            raise InvalidOffsetError(f"offset {offset} does not fit as a relative offset of {self.base_offset}")
+        return rel
+
+    def can_append_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    # -- life cycle -----------------------------------------------------------------------------------------
+    def flush(self) -> None:
+        """msync the mapping (blocks on disk)."""
+        with self._lock:
+            if self._mmap is not None:
+                self._mmap.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._loaded:
+                self._resize_locked(self._entries * self.ENTRY_SIZE)
+            self._close_handles()
+
+    def _close_handles(self) -> None:
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+        if self._file is not None:
+            os.close(self._file)
+            self._file = None
+        self._loaded = False
+
+    def close_handler(self) -> None:
+        """Release mapping and descriptor without trimming (used before deleting or renaming the file)."""
+        with self._lock:
+            self._close_handles()
+
+    def rename_to(self, new_path: Path) -> None:
+        with self._lock:
+            if self.path.exists():
+                os.replace(self.path, new_path)
+            self.path = Path(new_path)
+
+    def delete(self) -> None:
+        with self._lock:
+            self._close_handles()
+            self.path.unlink(missing_ok=True)
+
+    def reset(self) -> None:
+        """Drop every entry (before a rebuild from the log)."""
+        self.truncate_to_entries(0)
+
+    def truncate_to_entries(self, n: int) -> None:
+        with self._lock:
+            self._ensure_open()
+            if n < self._entries:
+                mm = self._mmap
+                if mm is not None:
+                    mm[n * self.ENTRY_SIZE:self._entries * self.ENTRY_SIZE] = bytes(
+                        (self._entries - n) * self.ENTRY_SIZE)
+                self._entries = n
+                self._after_load()
+
+    def _ensure_room(self) -> mmap.mmap:
+        if self._entries * self.ENTRY_SIZE + self.ENTRY_SIZE > self._length:
+            # Only a non-preallocated index (a segment loaded inactive, then made active again) gets here.
+            self._resize_locked(max(self._max_index_size, (self._entries + 1) * self.ENTRY_SIZE))
+        assert self._mmap is not None
+        return self._mmap
+
+    def raw_bytes(self) -> bytes:
+        """The valid entries' bytes (tests and tools compare layouts with this)."""
+        with self._lock:
+            self._ensure_open()
+            if self._mmap is None:
+                return b""
+            return bytes(self._mmap[: self._entries * self.ENTRY_SIZE])
+
+
+class OffsetIndex(_MappedIndex):
+    """Relative offset -> log file position, for finding where to start scanning for an offset."""
+
+    ENTRY_SIZE = 8
+    _FMT = struct.Struct(">iI")
+
+    def __init__(self, path: Path, base_offset: int, max_index_size: int = 10_485_760) -> None:
+        super().__init__(path, base_offset, max_index_size)
+        self._last_offset = base_offset
+
+    def _after_load(self) -> None:
+        self._last_offset = self._entry_locked(self._entries - 1).offset if self._entries else self.base_offset
+
+    def _entry_locked(self, n: int) -> OffsetPosition:
+        assert self._mmap is not None
+        rel, pos = self._FMT.unpack_from(self._mmap, n * 8)
+        return OffsetPosition(self.base_offset + rel, pos)
+
+    def entry(self, n: int) -> OffsetPosition:
+        with self._lock:
+            self._ensure_open()
+            if not 0 <= n < self._entries:
+                raise IndexError(f"entry {n} out of range in {self.path} with {self._entries} entries")
+            return self._entry_locked(n)
+
+    @property
+    def last_offset(self) -> int:
+        with self._lock:
+            self._ensure_open()
+            return self._last_offset
+
+    def append(self, offset: int, position: int) -> None:
+        """Add an entry; offsets must strictly increase and the index must not be full."""
+        with self._lock:
+            self._ensure_open()
+            if self._entries and offset <= self._last_offset:
+                raise InvalidOffsetError(
+                    f"attempt to append offset {offset} to {self.path} after offset {self._last_offset}")
+            if self.is_full():
+                raise InvalidOffsetError(f"attempt to append to full index {self.path}")
+            mm = self._ensure_room()
+            self._FMT.pack_into(mm, self._entries * 8, self.relative_offset(offset), position)
+            self._entries += 1
+            self._last_offset = offset
+
+    def _floor_slot(self, target: int) -> int:
+        """Slot of the largest entry with offset <= target, or -1."""
+        lo, hi = 0, self._entries - 1
+        if hi < 0 or self._entry_locked(0).offset > target:
+            return -1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self._entry_locked(mid).offset <= target:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        """Largest indexed offset <= target with its position, or (base offset, 0) when none is."""
+        with self._lock:
+            self._ensure_open()
+            slot = self._floor_slot(target_offset)
+            return OffsetPosition(self.base_offset, 0) if slot < 0 else self._entry_locked(slot)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove entries for offsets >= ``offset``."""
+        with self._lock:
+            self._ensure_open()
+            slot = self._floor_slot(offset)
+            if slot < 0:
+                keep = 0
+            elif self._entry_locked(slot).offset == offset:
+                keep = slot
+            else:
+                keep = slot + 1
+            self.truncate_to_entries(keep)
+
+    def sanity_check(self, log_size: int | None = None) -> None:
+        """Raise CorruptIndexError unless offsets and positions strictly increase and stay inside the log."""
+        with self._lock:
+            self._ensure_open()
+            if self._entries == 0 or self._mmap is None:
+                return
+            data = self._mmap[: self._entries * 8]
+            prev_rel, prev_pos = -1, -1
+            for i, (rel, pos) in enumerate(self._FMT.iter_unpack(data)):
+                if (rel <= prev_rel and not (i == 0 and rel == 0)) or rel < 0:
+                    raise CorruptIndexError(self.path, f"entry {i} offset {self.base_offset + rel} out of order")
+                if pos <= prev_pos:
+                    raise CorruptIndexError(self.path, f"entry {i} position {pos} out of order")
+                prev_rel, prev_pos = rel, pos
+            if log_size is not None and prev_pos >= max(log_size, 1):
+                raise CorruptIndexError(self.path, f"last entry points at {prev_pos}, beyond log size {log_size}")
+
+
+class TimeIndex(_MappedIndex):
+    """Timestamp -> relative offset, for ListOffsets by time. Timestamps and offsets never decrease."""
+
+    ENTRY_SIZE = 12
+    _FMT = struct.Struct(">qi")
+
+    def __init__(self, path: Path, base_offset: int, max_index_size: int = 10_485_760) -> None:
+        super().__init__(path, base_offset, max_index_size)
+        self._last = TimestampOffset(-1, base_offset)
+
+    def _after_load(self) -> None:
+        self._last = self._entry_locked(self._entries - 1) if self._entries else TimestampOffset(-1, self.base_offset)
+
+    def _entry_locked(self, n: int) -> TimestampOffset:
+        assert self._mmap is not None
+        ts, rel = self._FMT.unpack_from(self._mmap, n * 12)
+        return TimestampOffset(ts, self.base_offset + rel)
+
+    def entry(self, n: int) -> TimestampOffset:
+        with self._lock:
+            self._ensure_open()
+            if not 0 <= n < self._entries:
+                raise IndexError(f"entry {n} out of range in {self.path} with {self._entries} entries")
+            return self._entry_locked(n)
+
+    @property
+    def last_entry(self) -> TimestampOffset:
+        with self._lock:
+            self._ensure_open()
+            return self._last
+
+    def is_full(self) -> bool:
+        # One slot stays free for the entry written when the segment is rolled (skip_full_check).
+        with self._lock:
+            self._ensure_open()
+            return self._entries >= self._max_index_size // self.ENTRY_SIZE - 1
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
+        """Append if ``timestamp`` is larger than the last entry's; out-of-order input is a caller bug."""
+        with self._lock:
+            self._ensure_open()
+            if not skip_full_check and self.is_full():
+                raise InvalidOffsetError(f"attempt to append to full time index {self.path}")
+            if self._entries and offset < self._last.offset:
+                raise InvalidOffsetError(
+                    f"attempt to append offset {offset} to {self.path} after offset {self._last.offset}")
+            if self._entries and timestamp < self._last.timestamp:
+                raise InvalidOffsetError(
+                    f"attempt to append timestamp {timestamp} to {self.path} after {self._last.timestamp}")
+            if timestamp > self._last.timestamp:
+                mm = self._ensure_room()
+                self._FMT.pack_into(mm, self._entries * 12, timestamp, self.relative_offset(offset))
+                self._entries += 1
+                self._last = TimestampOffset(timestamp, offset)
+
+    def _floor_slot(self, target_ts: int) -> int:
+        lo, hi = 0, self._entries - 1
+        if hi < 0 or self._entry_locked(0).timestamp > target_ts:
+            return -1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self._entry_locked(mid).timestamp <= target_ts:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def lookup(self, target_timestamp: int) -> TimestampOffset:
+        """Largest entry with timestamp <= target, or (-1, base offset): where to start looking."""
+        with self._lock:
+            self._ensure_open()
+            slot = self._floor_slot(target_timestamp)
+            return TimestampOffset(-1, self.base_offset) if slot < 0 else self._entry_locked(slot)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove entries pointing at offsets >= ``offset``."""
+        with self._lock:
+            self._ensure_open()
+            keep = self._entries
+            while keep > 0 and self._entry_locked(keep - 1).offset >= offset:
+                keep -= 1
+            self.truncate_to_entries(keep)
+
+    def sanity_check(self, last_offset: int | None = None) -> None:
+        with self._lock:
+            self._ensure_open()
+            if self._entries == 0 or self._mmap is None:
+                return
+            data = self._mmap[: self._entries * 12]
+            prev_ts, prev_rel = -1 << 63, -1
+            for i, (ts, rel) in enumerate(self._FMT.iter_unpack(data)):
+                if ts < prev_ts or (i > 0 and ts == prev_ts) or rel < prev_rel or rel < 0:
+                    raise CorruptIndexError(self.path, f"entry {i} ({ts}, {self.base_offset + rel}) out of order")
+                prev_ts, prev_rel = ts, rel
+            if last_offset is not None and self.base_offset + prev_rel > last_offset:
+                raise CorruptIndexError(
+                    self.path, f"last entry offset {self.base_offset + prev_rel} beyond log end {last_offset}")

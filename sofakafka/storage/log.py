@@ -1,0 +1,950 @@
+"""The log of one partition: a directory ``<topic>-<partition>`` of segments sorted by base offset.
+
+Reads find the segment by binary search over base offsets (``bisect``), then the segment's sparse offset index,
+then scan a few batch headers. Appends go to the last ("active") segment, which is rolled when it is full, too
+old, its indexes are full, or the next offsets would not fit as int32 relative offsets.
+
+Bookkeeping the replication layer drives through this class: ``log_end_offset`` (next offset to assign),
+``log_start_offset`` (first offset visible, moved by retention and DeleteRecords), ``high_watermark``
+(set by the partition leader / follower fetcher; listeners are called on change), ``recovery_point`` (all
+offsets below are fsynced; recovery after a crash starts there), the leader-epoch cache and the producer state.
+
+Threading: one re-entrant lock serialises every mutation (appends, rolls, truncations, retention, segment
+replacement by the cleaner, flushes). Readers (``read``, ``fetch_offset_by_timestamp``) do not take it: the
+segment list is replaced copy-on-write, so a reader works on a consistent snapshot, and a segment removed
+while it is being read is only renamed ``.deleted`` and closed ``file.delete.delay.ms`` later.
+All methods may block on disk I/O (reads with ``pread``, ``fsync`` on roll and flush, recovery scans on open):
+the broker calls them from a worker thread, never on its event loop.
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from sofakafka.protocol.errors import CorruptRecordError, DecodeError
+from sofakafka.protocol.records import (
+    MAGIC_V2,
+    NO_TIMESTAMP,
+    BatchHeader,
+    EndTransactionMarker,
+    assign_offsets,
+    decode_records,
+    iter_batches,
+    validate_batch,
+)
+from sofakafka.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
+from sofakafka.storage.config import LogConfig
+from sofakafka.storage.errors import (
+    CorruptIndexError,
+    CorruptLogError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    StorageError,
+    UnexpectedAppendOffsetError,
+)
+from sofakafka.storage.index import INT32_MAX
+from sofakafka.storage.leader_epoch import LeaderEpochFileCache
+from sofakafka.storage.producer_state import AppendOrigin, BatchMetadata, ProducerStateManager
+from sofakafka.storage.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    EMPTY_SLICE,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    FetchDataInfo,
+    LogOffsetMetadata,
+    LogSegment,
+    RollParams,
+    TimestampAndOffset,
+    wall_clock_ms,
+)
+from sofakafka.storage.transaction_index import AbortedTxn
+
+log = logging.getLogger(__name__)
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
+
+
+class FetchIsolation(enum.Enum):
+    """How far a read may go: the log end (followers), the high watermark, or the last stable offset."""
+
+    LOG_END = "log_end"
+    HIGH_WATERMARK = "high_watermark"
+    TXN_COMMITTED = "txn_committed"
+
+
+@dataclass(frozen=True)
+class LogAppendInfo:
+    """What an append did; the produce path turns it into a response."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int
+    log_start_offset: int
+    valid_bytes: int
+    record_count: int
+    duplicate: bool = False
+
+
+def parse_topic_partition(dir_name: str) -> tuple[str, int]:
+    """``<topic>-<partition>`` (also with Kafka's ``.<uuid>-delete`` / ``.<uuid>-future`` suffixes)."""
+    name = dir_name
+    for suffix in (DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX):
+        if name.endswith(suffix):
+            dot = name.rfind(".")
+            if dot < 0:
+                raise ValueError(f"log directory name {dir_name!r} has {suffix} without a uuid")
+            name = name[:dot]
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        raise ValueError(f"log directory name {dir_name!r} is not <topic>-<partition>")
+    return topic, int(partition)
+
+
+def log_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+class Log:
+    """One partition's log. See the module docstring for who calls what."""
+
+    def __init__(
+        self,
+        dir: Path,
+        config: LogConfig,
+        *,
+        log_start_offset: int = 0,
+        recovery_point: int = 0,
+        had_clean_shutdown: bool = True,
+        time_ms: Callable[[], int] = wall_clock_ms,
+        producer_id_expiration_ms: int = 604_800_000,
+    ) -> None:
+        self.dir = Path(dir)
+        self.topic, self.partition = parse_topic_partition(self.dir.name)
+        self.config = config
+        self._time_ms = time_ms
+        self._lock = threading.RLock()
+        self._bases: list[int] = []
+        self._segments: dict[int, LogSegment] = {}
+        self._log_start_offset = log_start_offset
+        self._recovery_point = recovery_point
+        self._high_watermark = 0
+        self._log_end_offset = 0
+        self._log_end_metadata = LogOffsetMetadata(0)
+        self._hw_listeners: list[Callable[[int], None]] = []
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._unflushed_messages = 0
+        self._last_flush_ms = time_ms()
+        self._closed = False
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.leader_epoch_cache = LeaderEpochFileCache(LeaderEpochCheckpointFile(self.dir / LEADER_EPOCH_CHECKPOINT))
+        self.producer_state = ProducerStateManager(self.dir, producer_id_expiration_ms)
+        self._load(had_clean_shutdown)
+
+    # -- segment map (copy-on-write so readers need no lock) -------------------------------------------------
+    def _set_segments(self, segments: dict[int, LogSegment]) -> None:
+        self._segments = segments
+        self._bases = sorted(segments)
+
+    def _add_segment(self, segment: LogSegment) -> None:
+        segments = dict(self._segments)
+        segments[segment.base_offset] = segment
+        self._set_segments(segments)
+
+    def _remove_segment(self, base_offset: int) -> None:
+        segments = dict(self._segments)
+        segments.pop(base_offset, None)
+        self._set_segments(segments)
+
+    def log_segments(self, from_offset: int | None = None, to_offset: int | None = None) -> list[LogSegment]:
+        """Segments in offset order that may hold offsets in ``[from_offset, to_offset)`` (all by default)."""
+        bases, segments = self._bases, self._segments
+        start = 0
+        if from_offset is not None:
+            start = max(0, bisect.bisect_right(bases, from_offset) - 1)
+        end = len(bases) if to_offset is None else bisect.bisect_left(bases, to_offset)
+        return [segments[b] for b in bases[start:end]]
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[self._bases[-1]]
+
+    @property
+    def number_of_segments(self) -> int:
+        return len(self._bases)
+
+    def _floor_segment(self, offset: int) -> tuple[list[int], dict[int, LogSegment], int]:
+        bases, segments = self._bases, self._segments
+        return bases, segments, bisect.bisect_right(bases, offset) - 1
+
+    # -- offsets ----------------------------------------------------------------------------------------------
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        return self._log_end_metadata
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, value: int) -> None:
+        self.update_high_watermark(value)
+
+    def add_high_watermark_listener(self, listener: Callable[[int], None]) -> None:
+        """``listener(new_hw)`` runs (under the log lock) whenever the high watermark changes."""
+        self._hw_listeners.append(listener)
+
+    def update_high_watermark(self, high_watermark: int) -> int:
+        """Set the high watermark, clamped to [log start, log end]; returns the value set."""
+        with self._lock:
+            hw = min(max(high_watermark, self._log_start_offset), self._log_end_offset)
+            self._set_high_watermark(hw)
+            return hw
+
+    def maybe_increment_high_watermark(self, high_watermark: int) -> int | None:
+        """Move the high watermark forward only; returns the old value if it moved."""
+        with self._lock:
+            if high_watermark > self._log_end_offset:
+                raise ValueError(f"high watermark {high_watermark} beyond log end {self._log_end_offset}")
+            old = self._high_watermark
+            if high_watermark > old:
+                self._set_high_watermark(high_watermark)
+                return old
+            return None
+
+    def _set_high_watermark(self, hw: int) -> None:
+        changed = hw != self._high_watermark
+        self._high_watermark = hw
+        self.producer_state.on_high_watermark_updated(hw)
+        if changed:
+            for listener in list(self._hw_listeners):
+                listener(hw)
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        return self.producer_state.first_unstable_offset()
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Offsets below this are decided (committed or aborted) and replicated: the read_committed bound."""
+        first_unstable = self.producer_state.first_unstable_offset()
+        if first_unstable is not None and first_unstable < self._high_watermark:
+            return first_unstable
+        return self._high_watermark
+
+    def _set_log_end_offset(self, offset: int) -> None:
+        self._log_end_offset = offset
+        active = self.active_segment
+        self._log_end_metadata = LogOffsetMetadata(offset, active.base_offset, active.size)
+        if self._high_watermark > offset:
+            self._set_high_watermark(offset)
+        if self._recovery_point > offset:
+            self._recovery_point = offset
+
+    # -- loading -----------------------------------------------------------------------------------------------
+    def _new_segment(self, base_offset: int, suffix: str = "", active: bool = True) -> LogSegment:
+        seg = LogSegment.open(
+            self.dir, base_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_size=self.config.max_index_size,
+            segment_jitter_ms=self.config.segment_jitter_ms,
+            now_ms=self._time_ms(),
+            file_suffix=suffix,
+            preallocate_size=self.config.segment_bytes if self.config.preallocate and active else 0,
+        )
+        if active:
+            seg.resize_indexes(self.config.max_index_size)
+        return seg
+
+    def new_cleaned_segment(self, base_offset: int) -> LogSegment:
+        """A fresh ``.cleaned`` segment for the cleaner to fill before ``replace_segments``."""
+        return self._new_segment(base_offset, CLEANED_SUFFIX, active=True)
+
+    def _load(self, had_clean_shutdown: bool) -> None:
+        swap_logs = self._remove_temp_files_and_collect_swaps()
+        self._load_segment_files()
+        self._complete_swaps(swap_logs)
+        if not self._bases:
+            self._add_segment(self._new_segment(self._log_start_offset))
+        if not had_clean_shutdown:
+            self._recover_log()
+        for seg in self.log_segments()[:-1]:
+            seg.offset_index.trim_to_valid_size()
+            seg.time_index.trim_to_valid_size()
+        active = self.active_segment
+        active.resize_indexes(self.config.max_index_size)
+        next_offset = active.read_next_offset()
+        self._log_start_offset = min(max(self._log_start_offset, self.log_segments()[0].base_offset), next_offset)
+        self._log_end_offset = next_offset
+        self._log_end_metadata = LogOffsetMetadata(next_offset, active.base_offset, active.size)
+        self._recovery_point = min(max(self._recovery_point, 0), next_offset)
+        if had_clean_shutdown:
+            self._recovery_point = next_offset
+        self._high_watermark = min(self._log_start_offset, next_offset)
+        self.leader_epoch_cache.truncate_from_end(next_offset)
+        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+        self._load_producer_state(next_offset)
+
+    def _remove_temp_files_and_collect_swaps(self) -> list[Path]:
+        swaps: list[Path] = []
+        for path in sorted(self.dir.iterdir()):
+            name = path.name
+            if not path.is_file():
+                continue
+            if name.endswith(DELETED_SUFFIX) or name.endswith(CLEANED_SUFFIX) or name.endswith(".tmp"):
+                path.unlink(missing_ok=True)
+            elif name.endswith(SWAP_SUFFIX):
+                base_name = name[: -len(SWAP_SUFFIX)]
+                if base_name.endswith(LOG_SUFFIX):
+                    swaps.append(path)
+                else:
+                    path.unlink(missing_ok=True)  # index swaps are rebuilt from the swapped log
+        return swaps
+
+    def _load_segment_files(self) -> None:
+        segments: dict[int, LogSegment] = {}
+        for path in sorted(self.dir.iterdir()):
+            name = path.name
+            stem, _dot, ext = name.partition(".")
+            if not (stem.isdigit() and len(stem) == 20):
+                continue
+            suffix = "." + ext
+            base = int(stem)
+            if suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+                if not (self.dir / (stem + LOG_SUFFIX)).exists():
+                    path.unlink(missing_ok=True)  # orphan index of a deleted segment
+                continue
+            if suffix != LOG_SUFFIX:
+                continue
+            indexes_exist = (self.dir / (stem + INDEX_SUFFIX)).exists() and \
+                (self.dir / (stem + TIME_INDEX_SUFFIX)).exists()
+            seg = self._new_segment(base, active=False)
+            needs_recovery = not indexes_exist
+            if not needs_recovery:
+                try:
+                    seg.sanity_check()
+                    needs_recovery = not seg.tail_is_intact()
+                except CorruptIndexError as e:
+                    log.warning("%s: %s; rebuilding indexes", self.dir, e)
+                    needs_recovery = True
+            if needs_recovery:
+                # Only this segment's offset/time indexes (or a torn tail) are suspect; its txnindex stays, cut
+                # to what the log still holds, because rebuilding it needs the producer state before it.
+                truncated = seg.recover(self._epoch_callback, reset_txn_index=False)
+                seg.txn_index.truncate_to(seg.read_next_offset())
+                if truncated:
+                    log.warning("%s: truncated %d invalid bytes from segment %d", self.dir, truncated, base)
+            segments[base] = seg
+        self._set_segments(segments)
+
+    def _complete_swaps(self, swap_logs: list[Path]) -> None:
+        """Finish a cleaner's replace_segments interrupted by a crash: the swapped segment wins."""
+        for swap in swap_logs:
+            base = int(swap.name[:20])
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                (self.dir / f"{swap.name[:20]}{suffix}{SWAP_SUFFIX}").unlink(missing_ok=True)
+            seg = self._new_segment(base, SWAP_SUFFIX, active=False)
+            seg.recover()
+            next_offset = seg.read_next_offset()
+            old = [s for s in self.log_segments() if base <= s.base_offset < max(next_offset, base + 1)]
+            self._replace_segments_locked([seg], old, recovered_swap=True)
+
+    def _epoch_callback(self, buf: bytes, header: BatchHeader) -> None:
+        if header.magic >= MAGIC_V2 and header.partition_leader_epoch >= 0:
+            latest = self.leader_epoch_cache.latest_epoch
+            if latest is None or header.partition_leader_epoch > latest:
+                self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+
+    def _recover_log(self) -> None:
+        """Validate every segment from the one holding the recovery point; cut the log at the first bad byte."""
+        to_recover = self.log_segments(self._recovery_point)
+        if not to_recover:
+            return
+        first_base = to_recover[0].base_offset
+        # Producer state as of the first recovered segment, so aborted transactions can be re-indexed.
+        self._load_producer_state(first_base)
+        for i, seg in enumerate(to_recover):
+            def on_batch(buf: bytes, header: BatchHeader, seg: LogSegment = seg) -> None:
+                self._epoch_callback(buf, header)
+                self._update_producer_state(buf, header, seg)
+
+            truncated = seg.recover(on_batch)
+            if truncated > 0:
+                log.warning("%s: truncated %d invalid bytes at the end of segment %d", self.dir, truncated,
+                            seg.base_offset)
+                for later in to_recover[i + 1:]:
+                    self._remove_segment(later.base_offset)
+                    later.delete_files()
+                break
+        self.producer_state.update_map_end_offset(self.active_segment.read_next_offset())
+        self.producer_state.take_snapshot()
+
+    # -- producer state -------------------------------------------------------------------------------------------
+    def _control_marker(self, buf: bytes | bytearray | memoryview, header: BatchHeader) -> tuple[int | None, int]:
+        try:
+            records = decode_records(buf, header)
+            if not records:
+                return None, -1
+            marker = EndTransactionMarker.decode(records[0])
+            return int(marker.control_type), marker.coordinator_epoch
+        except (DecodeError, CorruptRecordError):
+            return None, -1
+
+    def _update_producer_state(self, buf: bytes | bytearray | memoryview, header: BatchHeader,
+                               segment: LogSegment | None) -> None:
+        control_type, coordinator_epoch = (None, -1)
+        if header.is_control:
+            control_type, coordinator_epoch = self._control_marker(buf, header)
+        completed = self.producer_state.update(header, control_type, coordinator_epoch=coordinator_epoch)
+        if completed is not None and completed.is_aborted and segment is not None:
+            aborted = self.producer_state.aborted_txn(completed)
+            last = segment.txn_index.last_offset
+            if last is None or aborted.last_offset > last:
+                segment.update_txn_index(aborted)
+
+    def _load_producer_state(self, last_offset: int) -> None:
+        """Rebuild producer state for [log start, last_offset): newest snapshot, then replay the log after it."""
+        replay_from = self.producer_state.load(self._log_start_offset, last_offset, self._time_ms())
+        if replay_from < last_offset:
+            for seg in self.log_segments(replay_from, last_offset):
+                found = seg.translate_offset(replay_from)
+                if found is None:
+                    continue
+                for buf, header in seg.batches(found[0]):
+                    if header.last_offset < replay_from:
+                        continue
+                    if header.base_offset >= last_offset:
+                        break
+                    self._update_producer_state(buf, header, None)
+        self.producer_state.update_map_end_offset(last_offset)
+
+    # -- appends ----------------------------------------------------------------------------------------------------
+    def _analyze(self, buf: bytes | bytearray | memoryview) -> list[BatchHeader]:
+        try:
+            headers = list(iter_batches(buf))
+            for h in headers:
+                validate_batch(buf, h)
+        except CorruptRecordError as e:
+            raise CorruptLogError(f"{self.topic}-{self.partition}: {e}") from e
+        if not headers:
+            raise CorruptLogError(f"{self.topic}-{self.partition}: no complete record batch in {len(buf)} bytes")
+        if headers[-1].end != len(buf):
+            raise CorruptLogError(f"{self.topic}-{self.partition}: {len(buf) - headers[-1].end} trailing bytes "
+                                  "after the last batch")
+        for h in headers:
+            if h.size > self.config.max_message_bytes:
+                raise RecordTooLargeError(f"batch of {h.size} bytes exceeds max.message.bytes "
+                                          f"{self.config.max_message_bytes}")
+            if h.size > self.config.segment_bytes:
+                raise RecordTooLargeError(f"batch of {h.size} bytes exceeds segment.bytes {self.config.segment_bytes}")
+        return headers
+
+    def append_as_leader(self, buf: bytearray, leader_epoch: int, *,
+                         origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
+        """Assign offsets (in place in ``buf``), stamp the leader epoch and maybe LogAppendTime, append.
+
+        ``buf`` holds validated magic-2 batches (the produce path converts older formats first). A retried
+        idempotent batch that is already in the log is not appended again: the result carries the original
+        offsets and ``duplicate=True``. Producer-state violations raise KafkaError with their codes.
+        """
+        with self._lock:
+            self._check_open()
+            headers = self._analyze(buf)
+            now = self._time_ms()
+            log_append_time = now if self.config.log_append_time else None
+            assigned = assign_offsets(buf, self._log_end_offset, log_append_time=log_append_time,
+                                      partition_leader_epoch=leader_epoch)
+            headers = list(iter_batches(buf))
+            for h in headers:
+                control_type, coordinator_epoch = (None, -1)
+                if h.is_control:
+                    control_type, coordinator_epoch = self._control_marker(buf, h)
+                duplicate = self.producer_state.check_append(h, origin=origin, control_type=control_type,
+                                                             coordinator_epoch=coordinator_epoch)
+                if duplicate is not None:
+                    return self._duplicate_info(duplicate, headers)
+            self._append(buf, headers, now)
+            return LogAppendInfo(
+                first_offset=assigned.first_offset,
+                last_offset=assigned.last_offset,
+                max_timestamp=assigned.max_timestamp,
+                offset_of_max_timestamp=assigned.shallow_offset_of_max_timestamp,
+                log_append_time=-1 if log_append_time is None else log_append_time,
+                log_start_offset=self._log_start_offset,
+                valid_bytes=len(buf),
+                record_count=sum(h.record_count for h in headers),
+            )
+
+    def _duplicate_info(self, meta: BatchMetadata, headers: list[BatchHeader]) -> LogAppendInfo:
+        return LogAppendInfo(
+            first_offset=meta.first_offset,
+            last_offset=meta.last_offset,
+            max_timestamp=meta.timestamp,
+            offset_of_max_timestamp=meta.last_offset,
+            log_append_time=-1,
+            log_start_offset=self._log_start_offset,
+            valid_bytes=0,
+            record_count=sum(h.record_count for h in headers),
+            duplicate=True,
+        )
+
+    def append_as_follower(self, buf: bytes | bytearray | memoryview) -> LogAppendInfo:
+        """Append batches fetched from the leader with their offsets and epochs as they are."""
+        with self._lock:
+            self._check_open()
+            headers = self._analyze(buf)
+            first = headers[0]
+            if first.base_offset < self._log_end_offset or (first.magic < MAGIC_V2 and
+                                                             first.last_offset < self._log_end_offset):
+                raise UnexpectedAppendOffsetError(
+                    f"{self.topic}-{self.partition}: follower append starts at {first.base_offset}, "
+                    f"below the log end offset {self._log_end_offset}")
+            previous = self._log_end_offset - 1
+            for h in headers:
+                if (h.base_offset <= previous and h.magic == MAGIC_V2) or h.last_offset <= previous:
+                    raise UnexpectedAppendOffsetError(
+                        f"{self.topic}-{self.partition}: offsets not increasing at batch {h.base_offset}")
+                previous = h.last_offset
+            self._append(buf, headers, self._time_ms())
+            max_ts, max_off = NO_TIMESTAMP, -1
+            for h in headers:
+                if h.max_timestamp > max_ts or max_off < 0:
+                    max_ts, max_off = max(h.max_timestamp, max_ts), h.last_offset
+            return LogAppendInfo(
+                first_offset=first.base_offset,
+                last_offset=headers[-1].last_offset,
+                max_timestamp=max_ts,
+                offset_of_max_timestamp=max_off,
+                log_append_time=-1,
+                log_start_offset=self._log_start_offset,
+                valid_bytes=len(buf),
+                record_count=sum(h.record_count for h in headers),
+            )
+
+    def _append(self, buf: bytes | bytearray | memoryview, headers: list[BatchHeader], now: int) -> None:
+        first, last = headers[0], headers[-1]
+        if last.last_offset - first.base_offset > INT32_MAX:
+            raise RecordTooLargeError(f"append spans offsets {first.base_offset}..{last.last_offset}, more than "
+                                      "one segment can index")
+        segment = self._maybe_roll(
+            messages_size=last.end - first.position,
+            first_offset=first.base_offset,
+            max_offset=last.last_offset,
+            max_timestamp=max(h.max_timestamp for h in headers),
+            now=now,
+        )
+        segment.append(buf, headers)
+        for h in headers:
+            if h.magic >= MAGIC_V2:
+                self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+            self._update_producer_state(buf, h, segment)
+        self._set_log_end_offset(last.next_offset)
+        self.producer_state.update_map_end_offset(last.next_offset)
+        self._unflushed_messages += sum(h.last_offset - h.base_offset + 1 for h in headers)
+        if self._unflushed_messages >= self.config.flush_messages:
+            self.flush()
+
+    # -- rolling ----------------------------------------------------------------------------------------------------
+    def _maybe_roll(self, *, messages_size: int, first_offset: int, max_offset: int, max_timestamp: int,
+                    now: int) -> LogSegment:
+        segment = self.active_segment
+        params = RollParams(self.config.segment_ms, self.config.segment_bytes, max_timestamp, max_offset,
+                            messages_size, now)
+        if segment.should_roll(params):
+            return self.roll(first_offset)
+        return segment
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end offset (or ``expected_next_offset`` if higher).
+
+        The old active segment gets its final time-index entry, trimmed indexes and an fsync; the producer
+        state is snapshotted at the new base offset. Blocks on fsync.
+        """
+        with self._lock:
+            self._check_open()
+            new_offset = max(expected_next_offset or 0, self._log_end_offset)
+            old = self.active_segment
+            if old.base_offset == new_offset:
+                if old.size == 0:
+                    return old  # nothing in it yet: keep using it
+                raise StorageError(f"{self.dir}: trying to roll to {new_offset}, which is the active segment")
+            if new_offset < old.base_offset:
+                raise StorageError(f"{self.dir}: roll offset {new_offset} below active segment {old.base_offset}")
+            old.on_become_inactive()
+            self.producer_state.update_map_end_offset(new_offset)
+            self.producer_state.take_snapshot()
+            segment = self._new_segment(new_offset)
+            self._add_segment(segment)
+            if old.size == 0:
+                self._remove_segment(old.base_offset)
+                old.delete_files()
+            self._log_end_metadata = LogOffsetMetadata(self._log_end_offset, segment.base_offset, 0)
+            self.flush(new_offset)
+            return segment
+
+    # -- reads --------------------------------------------------------------------------------------------------------
+    def read(self, start_offset: int, max_length: int, *,
+             isolation: FetchIsolation = FetchIsolation.LOG_END,
+             min_one_message: bool = False, max_offset: int | None = None) -> FetchDataInfo:
+        """Batches from ``start_offset`` up to ``max_length`` bytes, not beyond the isolation's bound.
+
+        Raises OffsetOutOfRangeError if ``start_offset`` is below the log start or above the log end.
+        With TXN_COMMITTED the aborted transactions overlapping the range are attached. ``max_offset``
+        (exclusive) narrows the bound further. No lock: works on a snapshot of the segment list.
+        """
+        end = self._log_end_offset
+        start = self._log_start_offset
+        if isolation is FetchIsolation.LOG_END:
+            upper = end
+        elif isolation is FetchIsolation.HIGH_WATERMARK:
+            upper = self._high_watermark
+        else:
+            upper = self.last_stable_offset
+        if max_offset is not None:
+            upper = min(upper, max_offset)
+        if start_offset == end:
+            return self._empty_read(start_offset, isolation)
+        if start_offset > end or start_offset < start:
+            raise OffsetOutOfRangeError(
+                f"{self.topic}-{self.partition}: offset {start_offset} is out of range for the log with "
+                f"start offset {start} and end offset {end}")
+        if start_offset >= upper:
+            return self._empty_read(start_offset, isolation)
+        bases, segments, idx = self._floor_segment(start_offset)
+        idx = max(idx, 0)
+        while idx < len(bases):
+            seg = segments[bases[idx]]
+            next_base = bases[idx + 1] if idx + 1 < len(bases) else None
+            max_position = seg.size
+            if upper < end and (next_base is None or upper < next_base):
+                found = seg.translate_offset(upper)
+                if found is not None:
+                    max_position = found[0]
+            info = seg.read(start_offset, max_length, max_position, min_one_message)
+            if info is not None:
+                if isolation is FetchIsolation.TXN_COMMITTED:
+                    aborted = self.collect_aborted_transactions(start_offset, upper)
+                    return FetchDataInfo(info.fetch_offset_metadata, info.records, info.first_entry_incomplete,
+                                         aborted)
+                return info
+            idx += 1
+        return self._empty_read(start_offset, isolation)
+
+    def _empty_read(self, offset: int, isolation: FetchIsolation) -> FetchDataInfo:
+        aborted: list[AbortedTxn] | None = [] if isolation is FetchIsolation.TXN_COMMITTED else None
+        return FetchDataInfo(LogOffsetMetadata(offset), EMPTY_SLICE, False, aborted)
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [start_offset, upper_bound_offset), for read_committed fetches."""
+        out: list[AbortedTxn] = []
+        for seg in self.log_segments(start_offset):
+            if seg.base_offset >= upper_bound_offset:
+                break
+            result = seg.collect_aborted_txns(start_offset, upper_bound_offset)
+            out.extend(result.aborted)
+            if result.is_complete:
+                break
+        return out
+
+    def fetch_offset_by_timestamp(self, target_timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets: -2 earliest, -1 latest, else the first record with timestamp >= target (None if none)."""
+        if target_timestamp == EARLIEST_TIMESTAMP:
+            earliest = self.leader_epoch_cache.earliest_entry
+            epoch = earliest.epoch if earliest is not None and earliest.start_offset <= self._log_start_offset \
+                else None
+            return TimestampAndOffset(NO_TIMESTAMP, self._log_start_offset, epoch)
+        if target_timestamp == LATEST_TIMESTAMP:
+            return TimestampAndOffset(NO_TIMESTAMP, self._log_end_offset, self.leader_epoch_cache.latest_epoch)
+        start = self._log_start_offset
+        for seg in self.log_segments():
+            if seg.max_timestamp_so_far >= target_timestamp:
+                found = seg.find_offset_by_timestamp(target_timestamp, start)
+                if found is not None:
+                    return found
+        return None
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch answer: (epoch, end offset) per the leader-epoch cache."""
+        return self.leader_epoch_cache.end_offset_for(leader_epoch, self._log_end_offset)
+
+    # -- log start and retention --------------------------------------------------------------------------------------
+    def maybe_increment_log_start_offset(self, new_log_start_offset: int) -> bool:
+        """Move the log start forward (DeleteRecords, retention); never beyond the high watermark."""
+        with self._lock:
+            if new_log_start_offset > self._high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"{self.topic}-{self.partition}: cannot move log start to {new_log_start_offset}, beyond the "
+                    f"high watermark {self._high_watermark}")
+            if new_log_start_offset <= self._log_start_offset:
+                return False
+            self._log_start_offset = new_log_start_offset
+            self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
+            self.producer_state.truncate_head(new_log_start_offset)
+            return True
+
+    def delete_old_segments(self) -> int:
+        """Retention pass: whole inactive segments past ``retention.ms``/``retention.bytes`` (delete policy)
+        or wholly below the log start offset. Returns how many segments were deleted."""
+        with self._lock:
+            if self._closed:
+                return 0
+            deleted = 0
+            if self.config.delete:
+                deleted += self._delete_retention_ms_breached()
+                deleted += self._delete_retention_size_breached()
+            deleted += self._delete_segments(
+                lambda seg, nxt: nxt is not None and nxt.base_offset <= self._log_start_offset)
+            return deleted
+
+    def _delete_retention_ms_breached(self) -> int:
+        if self.config.retention_ms < 0:
+            return 0
+        now = self._time_ms()
+        return self._delete_segments(lambda seg, nxt: now - seg.largest_timestamp() > self.config.retention_ms)
+
+    def _delete_retention_size_breached(self) -> int:
+        if self.config.retention_bytes < 0:
+            return 0
+        excess = self.size - self.config.retention_bytes
+        if excess <= 0:
+            return 0
+
+        def predicate(seg: LogSegment, nxt: LogSegment | None) -> bool:
+            nonlocal excess
+            if excess - seg.size >= 0:
+                excess -= seg.size
+                return True
+            return False
+
+        return self._delete_segments(predicate)
+
+    def _delete_segments(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> int:
+        segments = self.log_segments()
+        deletable: list[LogSegment] = []
+        for i, seg in enumerate(segments[:-1]):  # never the active segment
+            nxt = segments[i + 1]
+            if self._high_watermark >= nxt.base_offset and predicate(seg, nxt):
+                deletable.append(seg)
+            else:
+                break
+        if not deletable:
+            return 0
+        for seg in deletable:
+            self._remove_segment(seg.base_offset)
+        self._schedule_delete(deletable)
+        first = self.log_segments()[0].base_offset
+        if first > self._log_start_offset:
+            self._log_start_offset = first
+            self.leader_epoch_cache.truncate_from_start(first)
+            self.producer_state.truncate_head(first)
+        return len(deletable)
+
+    def _schedule_delete(self, segments: list[LogSegment]) -> None:
+        """Rename to ``.deleted`` now, remove after ``file.delete.delay.ms`` so in-flight reads finish."""
+        due = self._time_ms() + self.config.file_delete_delay_ms
+        for seg in segments:
+            seg.change_file_suffixes("", DELETED_SUFFIX)
+            if self.config.file_delete_delay_ms == 0:
+                seg.delete_files()
+            else:
+                self._pending_deletes.append((due, seg))
+
+    def purge_deleted_segments(self, now_ms: int | None = None) -> int:
+        """Remove ``.deleted`` segments whose delay has passed (the broker schedules this)."""
+        now = self._time_ms() if now_ms is None else now_ms
+        with self._lock:
+            due = [seg for t, seg in self._pending_deletes if t <= now]
+            self._pending_deletes = [(t, seg) for t, seg in self._pending_deletes if t > now]
+        for seg in due:
+            seg.delete_files()
+        return len(due)
+
+    @property
+    def size(self) -> int:
+        return sum(seg.size for seg in self.log_segments())
+
+    # -- truncation (replication) -------------------------------------------------------------------------------------
+    def truncate_to(self, target_offset: int) -> bool:
+        """Remove everything at and after ``target_offset`` (a follower diverged from its leader)."""
+        if target_offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {target_offset}")
+        with self._lock:
+            self._check_open()
+            if target_offset >= self._log_end_offset:
+                return False
+            if self.log_segments()[0].base_offset > target_offset:
+                self.truncate_fully_and_start_at(target_offset)
+                return True
+            doomed = [s for s in self.log_segments() if s.base_offset > target_offset]
+            for seg in doomed:
+                self._remove_segment(seg.base_offset)
+            self._schedule_delete(doomed)
+            active = self.active_segment
+            active.truncate_to(target_offset)
+            active.resize_indexes(self.config.max_index_size)
+            self._set_log_end_offset(target_offset)
+            self._log_start_offset = min(self._log_start_offset, target_offset)
+            self.leader_epoch_cache.truncate_from_end(target_offset)
+            self._load_producer_state(target_offset)
+            return True
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Drop every segment and start empty at ``new_offset`` (a follower far behind the leader's log start)."""
+        with self._lock:
+            self._check_open()
+            doomed = self.log_segments()
+            self._set_segments({})
+            self._schedule_delete(doomed)
+            self._add_segment(self._new_segment(new_offset))
+            self._log_start_offset = new_offset
+            self._high_watermark = new_offset
+            self._recovery_point = new_offset
+            self._set_log_end_offset(new_offset)
+            self._set_high_watermark(new_offset)
+            self.leader_epoch_cache.clear_and_flush()
+            self.producer_state.truncate_fully_and_start_at(new_offset)
+
+    # -- the cleaner's hooks --------------------------------------------------------------------------------------------
+    def replace_segments(self, new_segments: list[LogSegment], old_segments: list[LogSegment]) -> None:
+        """Atomically swap cleaned segments in for the ones they were built from (crash-safe).
+
+        ``new_segments`` are ``.cleaned`` segments (from ``new_cleaned_segment``), already flushed by the
+        cleaner. Steps, each surviving a crash: rename ``.cleaned`` -> ``.swap`` (from here on, a restart
+        completes the swap); install them in the map; rename old segments ``.deleted`` (removed after the
+        delay); rename ``.swap`` -> live names. Old segments already gone (retention won) are skipped.
+        """
+        with self._lock:
+            self._check_open()
+            for seg in sorted(new_segments, key=lambda s: s.base_offset, reverse=True):
+                seg.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+            self._replace_segments_locked(new_segments, old_segments, recovered_swap=False)
+
+    def _replace_segments_locked(self, new_segments: list[LogSegment], old_segments: list[LogSegment],
+                                 recovered_swap: bool) -> None:
+        new_sorted = sorted(new_segments, key=lambda s: s.base_offset)
+        old_sorted = sorted((s for s in old_segments if self._segments.get(s.base_offset) is s),
+                            key=lambda s: s.base_offset)
+        segments = dict(self._segments)
+        for seg in old_sorted:
+            segments.pop(seg.base_offset, None)
+        for seg in new_sorted:
+            segments[seg.base_offset] = seg
+        self._set_segments(segments)
+        if recovered_swap:
+            for seg in old_sorted:
+                seg.delete_files()
+        else:
+            self._schedule_delete(old_sorted)
+        for seg in new_sorted:
+            seg.change_file_suffixes(SWAP_SUFFIX, "")
+            if seg is not self.active_segment:
+                seg.offset_index.trim_to_valid_size()
+                seg.time_index.trim_to_valid_size()
+
+    # -- flushing and closing -----------------------------------------------------------------------------------------
+    def flush(self, offset: int | None = None) -> None:
+        """fsync segments holding offsets below ``offset`` (default: everything) and advance the recovery point."""
+        with self._lock:
+            target = self._log_end_offset if offset is None else offset
+            if target <= self._recovery_point:
+                return
+            for seg in self.log_segments(self._recovery_point, target):
+                seg.flush()
+            self._recovery_point = target
+            self._unflushed_messages = 0
+            self._last_flush_ms = self._time_ms()
+
+    def maybe_flush(self, now_ms: int | None = None) -> bool:
+        """Apply ``flush.ms`` (the broker's periodic flusher calls this)."""
+        now = self._time_ms() if now_ms is None else now_ms
+        if now - self._last_flush_ms >= self.config.flush_ms and self._log_end_offset > self._recovery_point:
+            self.flush()
+            return True
+        return False
+
+    @property
+    def time_since_last_flush_ms(self) -> int:
+        return self._time_ms() - self._last_flush_ms
+
+    def update_config(self, config: LogConfig) -> None:
+        with self._lock:
+            self.config = config
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError(f"log {self.dir} is closed")
+
+    def close(self) -> None:
+        """Clean shutdown of this log: fsync, producer snapshot, trimmed indexes, files closed."""
+        with self._lock:
+            if self._closed:
+                return
+            self.flush()
+            self.producer_state.update_map_end_offset(self._log_end_offset)
+            self.producer_state.take_snapshot()
+            for seg in self.log_segments():
+                seg.close()
+            self.purge_deleted_segments(1 << 62)
+            self._closed = True
+
+    def close_handlers(self) -> None:
+        """Release descriptors without flushing or trimming: what a crash leaves behind (tests) or before a
+        directory is deleted."""
+        with self._lock:
+            for seg in self.log_segments():
+                seg.close_handlers()
+            for _, seg in self._pending_deletes:
+                seg.close_handlers()
+            self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def iter_batches_bytes(self, start_offset: int = 0) -> Iterator[bytes]:
+        """Every stored batch's bytes from ``start_offset`` on (tools and tests)."""
+        for seg in self.log_segments(start_offset):
+            for buf, header in seg.batches():
+                if header.last_offset >= start_offset:
+                    yield bytes(buf[header.position:header.end])
+
+    def __repr__(self) -> str:
+        return (f"Log({self.dir}, start={self._log_start_offset}, end={self._log_end_offset}, "
+                f"hw={self._high_watermark}, segments={len(self._bases)})")
+
+
+def delete_log_dir(path: Path) -> None:
+    """Remove a partition directory and everything in it (blocking)."""
+    for child in sorted(Path(path).iterdir(), reverse=True):
+        if child.is_dir():
+            delete_log_dir(child)
+        else:
+            child.unlink(missing_ok=True)
+    os.rmdir(path)

@@ -1,0 +1,311 @@
+"""All partition logs of a broker, spread over one or more ``log.dirs``.
+
+Start-up (``startup``): each log dir gets/validates ``meta.properties``; a ``.kafka_cleanshutdown`` marker says
+the last shutdown flushed everything, otherwise every log is recovered from its recovery point (read from
+``recovery-point-offset-checkpoint``). Logs are loaded in parallel on a thread pool, since recovery is
+disk-bound and independent per partition. The marker is removed once loading is done, so a crash from then on
+is detected at the next start.
+
+Periodic work is exposed as plain methods the broker schedules (off its event loop; they all block on disk):
+``checkpoint_recovery_points``, ``checkpoint_log_start_offsets``, ``checkpoint_high_watermarks``,
+``cleanup_logs`` (retention + purge of ``.deleted`` files), ``flush_dirty_logs`` (``flush.ms``).
+``shutdown`` flushes and closes every log, writes the checkpoints and the marker.
+
+Threading: the log map is guarded by a lock; any thread may call any method. Per-log work is serialised by
+each Log's own lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import uuid
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from sofakafka.storage.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    OffsetCheckpointFile,
+    atomic_write_text,
+    fsync_dir,
+)
+from sofakafka.storage.config import LogConfig
+from sofakafka.storage.errors import CheckpointFormatError, LogDirError
+from sofakafka.storage.log import (
+    DELETE_DIR_SUFFIX,
+    FUTURE_DIR_SUFFIX,
+    Log,
+    delete_log_dir,
+    parse_topic_partition,
+)
+from sofakafka.storage.segment import wall_clock_ms
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+META_PROPERTIES = "meta.properties"
+LOCK_FILE = ".lock"
+
+TopicPartition = tuple[str, int]
+
+
+def read_meta_properties(path: Path) -> dict[str, str]:
+    """Java-properties subset Kafka writes for meta.properties (``key=value`` lines, ``#`` comments)."""
+    props: dict[str, str] = {}
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise CheckpointFormatError(path, number, f"expected key=value, got {raw!r}")
+        props[key.strip()] = value.strip()
+    return props
+
+
+def write_meta_properties(path: Path, broker_id: int, cluster_id: str | None) -> None:
+    lines = ["#", "version=0", f"broker.id={broker_id}"]
+    if cluster_id is not None:
+        lines.append(f"cluster.id={cluster_id}")
+    atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+class LogManager:
+    """Creates, loads, checkpoints, cleans up and closes the broker's partition logs."""
+
+    def __init__(
+        self,
+        log_dirs: list[Path],
+        *,
+        default_config: LogConfig | None = None,
+        topic_configs: Callable[[str], LogConfig] | None = None,
+        broker_id: int = 0,
+        cluster_id: str | None = None,
+        recovery_threads_per_data_dir: int = 1,
+        time_ms: Callable[[], int] = wall_clock_ms,
+        producer_id_expiration_ms: int = 604_800_000,
+    ) -> None:
+        if not log_dirs:
+            raise LogDirError("at least one log directory is required")
+        self.log_dirs = [Path(d).resolve() for d in log_dirs]
+        if len(set(self.log_dirs)) != len(self.log_dirs):
+            raise LogDirError(f"duplicate log directories in {log_dirs}")
+        self.default_config = default_config or LogConfig()
+        self._topic_configs = topic_configs
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self._threads = max(1, recovery_threads_per_data_dir)
+        self._time_ms = time_ms
+        self._producer_id_expiration_ms = producer_id_expiration_ms
+        self._lock = threading.RLock()
+        self._logs: dict[TopicPartition, Log] = {}
+        self._log_dir_of: dict[TopicPartition, Path] = {}
+        self._pending_dir_deletes: list[tuple[int, Path]] = []
+        self._started = False
+
+    # -- start-up -------------------------------------------------------------------------------------------
+    def config_for(self, topic: str) -> LogConfig:
+        if self._topic_configs is not None:
+            return self._topic_configs(topic)
+        return self.default_config
+
+    def _check_meta_properties(self, log_dir: Path) -> None:
+        path = log_dir / META_PROPERTIES
+        if path.exists():
+            props = read_meta_properties(path)
+            if props.get("version", "0") != "0":
+                raise LogDirError(f"{path}: unsupported meta.properties version {props.get('version')}")
+            stored_broker = props.get("broker.id")
+            if stored_broker is not None and int(stored_broker) != self.broker_id:
+                raise LogDirError(f"{path}: broker.id {stored_broker} does not match configured {self.broker_id}")
+            stored_cluster = props.get("cluster.id")
+            if stored_cluster is not None:
+                if self.cluster_id is not None and stored_cluster != self.cluster_id:
+                    raise LogDirError(f"{path}: cluster.id {stored_cluster} does not match {self.cluster_id}")
+                self.cluster_id = stored_cluster
+                return
+        write_meta_properties(path, self.broker_id, self.cluster_id)
+
+    def startup(self) -> None:
+        """Load every log in every dir (blocking; recovery may read whole segments)."""
+        with self._lock:
+            if self._started:
+                return
+            jobs: list[tuple[Path, Path, bool, dict[TopicPartition, int], dict[TopicPartition, int]]] = []
+            for log_dir in self.log_dirs:
+                log_dir.mkdir(parents=True, exist_ok=True)
+                self._check_meta_properties(log_dir)
+                clean = (log_dir / CLEAN_SHUTDOWN_FILE).exists()
+                recovery_points = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).read()
+                start_offsets = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).read()
+                for child in sorted(log_dir.iterdir()):
+                    if not child.is_dir():
+                        continue
+                    if child.name.endswith(DELETE_DIR_SUFFIX):
+                        self._pending_dir_deletes.append((0, child))
+                        continue
+                    if child.name.endswith(FUTURE_DIR_SUFFIX):
+                        continue
+                    try:
+                        parse_topic_partition(child.name)
+                    except ValueError:
+                        continue  # not a partition directory (e.g. the embedded metadata store)
+                    jobs.append((log_dir, child, clean, recovery_points, start_offsets))
+            with ThreadPoolExecutor(max_workers=self._threads * len(self.log_dirs),
+                                    thread_name_prefix="log-recovery") as pool:
+                loaded = list(pool.map(lambda job: (job[0], self._load_log(*job)), jobs))
+            high_watermarks = self.load_high_watermarks()
+            for log_dir, lg in loaded:
+                tp = (lg.topic, lg.partition)
+                if tp in high_watermarks:
+                    lg.update_high_watermark(high_watermarks[tp])
+                if tp in self._logs:
+                    raise LogDirError(f"partition {tp} found in both {self._log_dir_of[tp]} and {log_dir}")
+                self._logs[tp] = lg
+                self._log_dir_of[tp] = log_dir
+            for log_dir in self.log_dirs:
+                (log_dir / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
+                fsync_dir(log_dir)
+            self._delete_pending_dirs(1 << 62)
+            self._started = True
+
+    def _load_log(self, log_dir: Path, path: Path, clean: bool, recovery_points: Mapping[TopicPartition, int],
+                  start_offsets: Mapping[TopicPartition, int]) -> Log:
+        topic, partition = parse_topic_partition(path.name)
+        tp = (topic, partition)
+        return Log(
+            path,
+            self.config_for(topic),
+            log_start_offset=start_offsets.get(tp, 0),
+            recovery_point=recovery_points.get(tp, 0),
+            had_clean_shutdown=clean,
+            time_ms=self._time_ms,
+            producer_id_expiration_ms=self._producer_id_expiration_ms,
+        )
+
+    def load_high_watermarks(self) -> dict[TopicPartition, int]:
+        """The replication-offset-checkpoint of every dir; the replica manager seeds high watermarks from it."""
+        out: dict[TopicPartition, int] = {}
+        for log_dir in self.log_dirs:
+            out.update(OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).read())
+        return out
+
+    # -- access ---------------------------------------------------------------------------------------------
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    @property
+    def all_logs(self) -> list[Log]:
+        with self._lock:
+            return list(self._logs.values())
+
+    def _next_log_dir(self) -> Path:
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self._log_dir_of.values():
+            counts[d] += 1
+        return min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))
+
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        """The partition's log, created empty in the dir holding the fewest partitions if it does not exist."""
+        with self._lock:
+            tp = (topic, partition)
+            existing = self._logs.get(tp)
+            if existing is not None:
+                return existing
+            log_dir = self._next_log_dir()
+            lg = Log(log_dir / f"{topic}-{partition}", config or self.config_for(topic), time_ms=self._time_ms,
+                     producer_id_expiration_ms=self._producer_id_expiration_ms)
+            fsync_dir(log_dir)
+            self._logs[tp] = lg
+            self._log_dir_of[tp] = log_dir
+            return lg
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Close the log and rename its dir ``<topic>-<partition>.<uuid>-delete``; files go later."""
+        with self._lock:
+            tp = (topic, partition)
+            lg = self._logs.pop(tp, None)
+            log_dir = self._log_dir_of.pop(tp, None)
+            if lg is None or log_dir is None:
+                return False
+            lg.close_handlers()
+            target = lg.dir.with_name(f"{lg.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+            os.replace(lg.dir, target)
+            fsync_dir(log_dir)
+            delay = lg.config.file_delete_delay_ms
+            self._pending_dir_deletes.append((self._time_ms() + delay, target))
+            if delay == 0:
+                self._delete_pending_dirs(self._time_ms())
+            return True
+
+    def _delete_pending_dirs(self, now: int) -> None:
+        due = [p for t, p in self._pending_dir_deletes if t <= now]
+        self._pending_dir_deletes = [(t, p) for t, p in self._pending_dir_deletes if t > now]
+        for path in due:
+            if path.exists():
+                delete_log_dir(path)
+
+    # -- periodic tasks ---------------------------------------------------------------------------------------
+    def _by_dir(self) -> dict[Path, list[Log]]:
+        with self._lock:
+            out: dict[Path, list[Log]] = {d: [] for d in self.log_dirs}
+            for tp, lg in self._logs.items():
+                out[self._log_dir_of[tp]].append(lg)
+            return out
+
+    def checkpoint_recovery_points(self) -> None:
+        for log_dir, logs in self._by_dir().items():
+            OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(
+                {(lg.topic, lg.partition): lg.recovery_point for lg in logs})
+
+    def checkpoint_log_start_offsets(self) -> None:
+        # Kafka only records logs whose start moved past their first segment; recording all is equivalent.
+        for log_dir, logs in self._by_dir().items():
+            OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(
+                {(lg.topic, lg.partition): lg.log_start_offset for lg in logs})
+
+    def checkpoint_high_watermarks(self) -> None:
+        for log_dir, logs in self._by_dir().items():
+            OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(
+                {(lg.topic, lg.partition): lg.high_watermark for lg in logs})
+
+    def cleanup_logs(self) -> int:
+        """Retention pass over every log, then removal of ``.deleted`` files past their delay."""
+        deleted = 0
+        now = self._time_ms()
+        for lg in self.all_logs:
+            if not lg.closed:
+                deleted += lg.delete_old_segments()
+                lg.purge_deleted_segments(now)
+        with self._lock:
+            self._delete_pending_dirs(now)
+        return deleted
+
+    def flush_dirty_logs(self) -> int:
+        """Apply each log's ``flush.ms``; returns how many logs were flushed."""
+        now = self._time_ms()
+        return sum(1 for lg in self.all_logs if not lg.closed and lg.maybe_flush(now))
+
+    # -- shutdown ----------------------------------------------------------------------------------------------
+    def shutdown(self) -> None:
+        """Flush and close every log, write the checkpoints and the clean-shutdown marker (blocking)."""
+        with self._lock:
+            by_dir = self._by_dir()
+            with ThreadPoolExecutor(max_workers=self._threads * len(self.log_dirs),
+                                    thread_name_prefix="log-close") as pool:
+                list(pool.map(lambda lg: lg.close(), [lg for logs in by_dir.values() for lg in logs]))
+            self.checkpoint_recovery_points()
+            self.checkpoint_log_start_offsets()
+            self.checkpoint_high_watermarks()
+            self._delete_pending_dirs(1 << 62)
+            for log_dir in self.log_dirs:
+                marker = log_dir / CLEAN_SHUTDOWN_FILE
+                marker.touch()
+                fsync_dir(log_dir)
+            self._logs.clear()
+            self._log_dir_of.clear()
+            self._started = False
