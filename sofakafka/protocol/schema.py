@@ -564,7 +564,7 @@ def _compile(cls: type[Struct], version: int, flexible: bool) -> _Codec:
     g = _Gen(cls, version, flexible)
     enc = ["def _encode(o, out):"]
     dec = ["def _decode(buf, pos):", "    o = _new(_C)"]
-    siz = ["def _size(o):", "    s = 0"]
+    siz = ["def _size(o):", "    s = 0"]  # line 1 is patched with the fixed-width total
     fixed_size = 0
     tagged: list[FieldSpec] = []
     run: list[FieldSpec] = []  # consecutive fixed-width fields, packed/unpacked with one struct call
@@ -592,8 +592,9 @@ def _compile(cls: type[Struct], version: int, flexible: bool) -> _Codec:
             default = g.const(spec.default_value())
             if not spec.ignorable:
                 msg = g.const(f"{g.where(spec)}: field not in this version and not at its default")
-                enc.append(f"    if o.{spec.name} != {default}:")
-                enc.append(f"        raise EncodeError({msg})")
+                for lines in (enc, siz):
+                    lines.append(f"    if o.{spec.name} != {default}:")
+                    lines.append(f"        raise EncodeError({msg})")
             dec.append(f"    o.{spec.name} = {_fresh(g, spec)}")
             continue
         ftype = spec.type
