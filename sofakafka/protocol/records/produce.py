@@ -41,8 +41,8 @@ from sofakafka.protocol.records.legacy import (
     decode_legacy_records,
     validate_inner_messages,
 )
-from sofakafka.protocol.records.v2 import Record, decode_v2_records, records_region
-from sofakafka.protocol.records.varint import Buffer, decode_varint
+from sofakafka.protocol.records.v2 import Record, count_v2_records, decode_v2_records
+from sofakafka.protocol.records.varint import Buffer
 
 DEFAULT_MAX_MESSAGE_BYTES = 1048588  # Kafka 2.6 max.message.bytes default
 
@@ -181,7 +181,7 @@ def validate_produce(
                 raise InvalidProduceError(ErrorCode.INVALID_RECORD, record_errors[0][1], h.position, record_errors)
         elif h.magic == MAGIC_V2 and h.compression and not (check_records or compacted or deep_ts):
             try:
-                n = _count_compressed(buf, h)
+                n = count_v2_records(buf, h)
             except CorruptRecordError as e:
                 raise InvalidProduceError(ErrorCode.CORRUPT_MESSAGE, e.reason, h.position) from e
             if n != h.record_count:
@@ -203,24 +203,6 @@ def validate_produce(
         and (target_compression is None or target_compression == first.compression)
     )
     return ProduceValidation(batches, magic, batches[-1].end, record_count, in_place, record_errors)
-
-
-def _count_compressed(buf: Buffer, h: BatchHeader) -> int:
-    data = records_region(buf, h)
-    pos = 0
-    n = 0
-    try:
-        while pos < len(data):
-            length, pos = decode_varint(data, pos)
-            if length < 6:
-                raise CorruptRecordError(h.position, f"record {n} length {length} too small")
-            pos += length
-            n += 1
-    except ValueError as e:  # DecodeError is a ValueError
-        raise CorruptRecordError(h.position, f"record {n}: {e}") from e
-    if pos != len(data):
-        raise CorruptRecordError(h.position, f"record {n - 1} overruns the records")
-    return n
 
 
 def _record_errors(records: list[Record], h: BatchHeader, compacted: bool, check_ts: bool,

@@ -24,6 +24,7 @@ from sofakafka.protocol.records.header import (
     LOG_APPEND_TIME,
     LOG_OVERHEAD,
     MAGIC_V2,
+    MIN_V2_RECORD_SIZE,
     NO_PARTITION_LEADER_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -149,21 +150,28 @@ def decode_v2_records(buf: Buffer, header: BatchHeader) -> list[Record]:
 
 
 def count_v2_records(buf: Buffer, header: BatchHeader) -> int:
-    """Walk record length prefixes of an uncompressed batch without decoding fields."""
-    pos = header.position + V2_HEADER_SIZE
-    end = header.end
+    """Number of records in a v2 batch, found by walking length prefixes only (decompressing if needed).
+
+    Cheaper than decoding: proves the records region is framed as ``recordsCount`` says without building
+    any :class:`Record`.
+    """
+    if header.compression:
+        data: Buffer = records_region(buf, header)
+        pos, end = 0, len(data)
+    else:
+        data, pos, end = buf, header.position + V2_HEADER_SIZE, header.end
     n = 0
     try:
         while pos < end:
-            length, pos = decode_varint(buf, pos)
-            if length < 6:
+            length, pos = decode_varint(data, pos)
+            if length < MIN_V2_RECORD_SIZE - 1:
                 raise DecodeError(f"record length {length} too small")
             pos += length
             n += 1
-    except DecodeError as e:
+    except (DecodeError, IndexError) as e:
         raise CorruptRecordError(header.position, f"record {n}: {e}") from e
     if pos != end:
-        raise CorruptRecordError(header.position, f"record {n - 1} overruns the batch end")
+        raise CorruptRecordError(header.position, f"record {n - 1} overruns the end of the records")
     return n
 
 

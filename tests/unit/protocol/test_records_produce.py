@@ -35,7 +35,7 @@ def client_records(draw: st.DrawFn) -> list[Record]:
     """Records as a producer sends them: offsets 0..n-1 (the broker assigns real ones)."""
     n = draw(st.integers(1, 10))
     ts = draw(st.integers(0, 2**41))
-    return [Record(i, ts + draw(st.integers(-1000, 1000)), draw(optional_bytes), draw(optional_bytes),
+    return [Record(i, ts + draw(st.integers(0, 1000)), draw(optional_bytes), draw(optional_bytes),
                    draw(st.lists(st.tuples(st.text(max_size=4), optional_bytes), max_size=2))) for i in range(n)]
 
 
