@@ -140,11 +140,13 @@ class BatchHeader:
         return self.producer_id != NO_PRODUCER_ID
 
 
-def read_batch_header(buf: Buffer, position: int = 0) -> BatchHeader | None:
+def read_batch_header(buf: Buffer, position: int = 0, *, max_size: int | None = None) -> BatchHeader | None:
     """Parse the entry at ``position``; ``None`` when the buffer ends before the entry does.
 
     Raises :class:`CorruptRecordError` when the size field or magic cannot belong to any valid entry,
-    which is how a torn tail of garbage differs from a merely short one.
+    which is how a torn tail of garbage differs from a merely short one. ``max_size`` (total entry bytes,
+    e.g. a segment's remaining length or max.message.bytes + LOG_OVERHEAD) turns an absurd size field
+    into corruption instead of a "wait for more bytes" ``None``.
     """
     avail = len(buf) - position
     if avail < LOG_OVERHEAD:
@@ -152,6 +154,8 @@ def read_batch_header(buf: Buffer, position: int = 0) -> BatchHeader | None:
     (size_field,) = struct.unpack_from(">i", buf, position + 8)
     if size_field < _MIN_SIZE_FIELD:
         raise CorruptRecordError(position, f"entry size {size_field} is smaller than any record ({_MIN_SIZE_FIELD})")
+    if max_size is not None and size_field + LOG_OVERHEAD > max_size:
+        raise CorruptRecordError(position, f"entry size {size_field + LOG_OVERHEAD} exceeds the limit {max_size}")
     if avail < LOG_OVERHEAD + 5:
         return None
     magic = buf[position + 16]
@@ -236,18 +240,20 @@ def _legacy_header(buf: Buffer, position: int, size: int, magic: int) -> BatchHe
     )
 
 
-def iter_batches(buf: Buffer, start: int = 0, end: int | None = None) -> Iterator[BatchHeader]:
+def iter_batches(buf: Buffer, start: int = 0, end: int | None = None, *,
+                 max_size: int | None = None) -> Iterator[BatchHeader]:
     """Walk entries by their size fields between ``start`` and ``end``.
 
     Stops silently before a partial trailing entry: compare the last header's ``end`` with the limit to
-    detect a torn tail. Raises :class:`CorruptRecordError` for an impossible size or an unknown magic.
+    detect a torn tail. Raises :class:`CorruptRecordError` for an impossible size or an unknown magic
+    (and for an entry larger than ``max_size``, see :func:`read_batch_header`).
     """
     view = memoryview(buf)
     if end is not None:
         view = view[:end]
     position = start
     while True:
-        header = read_batch_header(view, position)
+        header = read_batch_header(view, position, max_size=max_size)
         if header is None:
             return
         yield header

@@ -278,3 +278,14 @@ def test_reads_kafka_python_compressed_batches(codec: int) -> None:
     assert h is not None
     validate_batch(buf, h)
     assert [(r.offset, r.key) for r in decode_records(buf, h)] == [(i, b"k%d" % i) for i in range(20)]
+
+
+def test_max_size_turns_an_absurd_size_field_into_corruption() -> None:
+    good = build_batch([Record(0, 1, b"a", b"1")])
+    bad = bytearray(build_batch([Record(1, 1, b"b", b"2")]))
+    struct.pack_into(">i", bad, 8, 2**31 - 1)
+    buf = good + bytes(bad)
+    assert [h.position for h in iter_batches(buf)] == [0]  # without a limit: looks like a short tail
+    with pytest.raises(CorruptRecordError, match="exceeds") as e:
+        list(iter_batches(buf, max_size=1 << 20))
+    assert e.value.position == len(good)
