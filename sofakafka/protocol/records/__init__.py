@@ -6,6 +6,7 @@ The stable surface other layers code against is re-exported here; see FORMATS.md
 from __future__ import annotations
 
 from sofakafka.protocol.errors import CorruptRecordError
+from sofakafka.protocol.records.buffer import Buffer
 from sofakafka.protocol.records.compression import CompressionType, compress, decompress
 from sofakafka.protocol.records.convert import convert_to_v2, down_convert
 from sofakafka.protocol.records.header import (
@@ -52,7 +53,6 @@ from sofakafka.protocol.records.v2 import (
     decode_v2_records,
     encode_control_key,
 )
-from sofakafka.protocol.records.varint import Buffer
 
 
 def decode_records(buf: Buffer, header: BatchHeader) -> list[Record]:

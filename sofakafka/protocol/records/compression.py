@@ -24,8 +24,7 @@ import lz4.frame
 import zstandard
 
 from sofakafka.protocol.errors import DecodeError, EncodeError
-
-Buffer = bytes | bytearray | memoryview
+from sofakafka.protocol.records.buffer import Buffer
 
 
 class CompressionType(IntEnum):

@@ -9,6 +9,7 @@ Down-conversion is what a Fetch v0-3 client receives when the stored data is new
 from __future__ import annotations
 
 from sofakafka.protocol.errors import ErrorCode, KafkaError
+from sofakafka.protocol.records.buffer import Buffer
 from sofakafka.protocol.records.compression import CompressionType
 from sofakafka.protocol.records.header import (
     CREATE_TIME,
@@ -22,7 +23,6 @@ from sofakafka.protocol.records.header import (
 )
 from sofakafka.protocol.records.legacy import build_message_set, decode_legacy_records
 from sofakafka.protocol.records.v2 import Record, RecordBatchBuilder, decode_v2_records
-from sofakafka.protocol.records.varint import Buffer
 
 
 def convert_to_v2(

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 import crc32c
 
 from sofakafka.protocol.errors import CorruptRecordError
-
-Buffer = bytes | bytearray | memoryview
+from sofakafka.protocol.records.buffer import Buffer
 
 LOG_OVERHEAD = 12  # int64 offset + int32 size
 """Bytes before the size-counted part of every entry, for all magics."""

@@ -11,6 +11,7 @@ import zlib
 from collections.abc import Iterable
 
 from sofakafka.protocol.errors import CorruptRecordError, DecodeError, EncodeError
+from sofakafka.protocol.records.buffer import Buffer
 from sofakafka.protocol.records.compression import compress, decompress
 from sofakafka.protocol.records.header import (
     ATTR_TIMESTAMP_TYPE,
@@ -24,7 +25,6 @@ from sofakafka.protocol.records.header import (
     validate_batch,
 )
 from sofakafka.protocol.records.v2 import Record
-from sofakafka.protocol.records.varint import Buffer
 
 
 def encode_message(magic: int, attributes: int, timestamp: int, key: bytes | None, value: bytes | None) -> bytes:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import crc32c
 
 from sofakafka.protocol.errors import CorruptRecordError, ErrorCode, KafkaError
+from sofakafka.protocol.records.buffer import Buffer
 from sofakafka.protocol.records.compression import CompressionType
 from sofakafka.protocol.records.header import (
     ATTR_TIMESTAMP_TYPE,
@@ -42,7 +43,6 @@ from sofakafka.protocol.records.legacy import (
     validate_inner_messages,
 )
 from sofakafka.protocol.records.v2 import Record, count_v2_records, decode_v2_records
-from sofakafka.protocol.records.varint import Buffer
 
 DEFAULT_MAX_MESSAGE_BYTES = 1048588  # Kafka 2.6 max.message.bytes default
 

@@ -15,6 +15,7 @@ from enum import IntEnum
 import crc32c
 
 from sofakafka.protocol.errors import CorruptRecordError, DecodeError, EncodeError
+from sofakafka.protocol.records.buffer import Buffer
 from sofakafka.protocol.records.compression import compress, decompress
 from sofakafka.protocol.records.header import (
     ATTR_CONTROL,
@@ -37,7 +38,6 @@ from sofakafka.protocol.records.header import (
     BatchHeader,
 )
 from sofakafka.protocol.records.varint import (
-    Buffer,
     decode_varint,
     decode_varlong,
     encode_varint,

@@ -7,8 +7,7 @@ Decoders take ``(buf, pos)`` and return ``(value, new_pos)`` so a caller can wal
 from __future__ import annotations
 
 from sofakafka.protocol.errors import DecodeError
-
-Buffer = bytes | bytearray | memoryview
+from sofakafka.protocol.records.buffer import Buffer
 
 _INT32_MIN = -(1 << 31)
 _INT32_MAX = (1 << 31) - 1
