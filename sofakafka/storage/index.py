@@ -211,8 +211,15 @@ class _MappedIndex:
             self.path.unlink(missing_ok=True)
 
     def reset(self) -> None:
-        """Drop every entry (before a rebuild from the log)."""
-        self.truncate_to_entries(0)
+        """Drop every entry (before a rebuild from the log), even from a file too damaged to open."""
+        with self._lock:
+            if not self._loaded:
+                try:
+                    self._ensure_open()
+                except CorruptIndexError:
+                    os.truncate(self.path, 0)
+                    self._ensure_open()
+            self.truncate_to_entries(0)
 
     def truncate_to_entries(self, n: int) -> None:
         with self._lock:
