@@ -26,6 +26,7 @@ from sofakafka.protocol.records.header import (
     BatchHeader,
     compute_crc,
     iter_batches,
+    peek_batch_header,
     read_batch_header,
     validate_batch,
 )
@@ -105,6 +106,7 @@ __all__ = [
     "down_convert",
     "encode_control_key",
     "iter_batches",
+    "peek_batch_header",
     "read_batch_header",
     "validate_batch",
     "validate_inner_messages",

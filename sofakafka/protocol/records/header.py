@@ -81,6 +81,9 @@ _MIN_SIZE_FIELD_BY_MAGIC = {
     MAGIC_V2: V2_HEADER_SIZE - LOG_OVERHEAD,
 }
 
+# Bytes from the entry start that the shallow header parse reads, per magic.
+_FIXED_HEADER_BYTES = {MAGIC_V0: LEGACY_TIMESTAMP, MAGIC_V1: LEGACY_TIMESTAMP + 8, MAGIC_V2: V2_HEADER_SIZE}
+
 # Smallest possible encoded v2 record: seven one-byte varints/fields (length, attributes, timestamp
 # delta, offset delta, key length, value length, header count).
 MIN_V2_RECORD_SIZE = 7
@@ -147,6 +150,20 @@ def read_batch_header(buf: Buffer, position: int = 0, *, max_size: int | None = 
     e.g. a segment's remaining length or max.message.bytes + LOG_OVERHEAD) turns an absurd size field
     into corruption instead of a "wait for more bytes" ``None``.
     """
+    return _read_header(buf, position, max_size, whole_entry=True)
+
+
+def peek_batch_header(buf: Buffer, position: int = 0, *, max_size: int | None = None) -> BatchHeader | None:
+    """Like :func:`read_batch_header` but needs only the fixed header bytes, not the whole entry.
+
+    For scans that read a segment header by header (index rebuilds, offset lookups) without pulling every
+    batch body into memory. The returned ``size``/``end`` still describe the whole entry; nothing beyond the
+    header has been seen, so :func:`validate_batch` needs the full bytes.
+    """
+    return _read_header(buf, position, max_size, whole_entry=False)
+
+
+def _read_header(buf: Buffer, position: int, max_size: int | None, *, whole_entry: bool) -> BatchHeader | None:
     avail = len(buf) - position
     if avail < LOG_OVERHEAD:
         return None
@@ -166,7 +183,8 @@ def read_batch_header(buf: Buffer, position: int = 0, *, max_size: int | None = 
     if size_field < minimum:
         raise CorruptRecordError(position, f"size {size_field} below the minimum {minimum} for magic {magic}")
     size = size_field + LOG_OVERHEAD
-    if avail < size:
+    needed = size if whole_entry else _FIXED_HEADER_BYTES[magic]
+    if avail < needed:
         return None
     if magic == MAGIC_V2:
         return _v2_header(buf, position, size)

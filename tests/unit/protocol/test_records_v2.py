@@ -23,8 +23,10 @@ from sofakafka.protocol.records import (
     RecordBatchBuilder,
     build_batch,
     build_end_txn_marker,
+    build_message_set,
     decode_records,
     iter_batches,
+    peek_batch_header,
     read_batch_header,
     validate_batch,
 )
@@ -289,3 +291,13 @@ def test_max_size_turns_an_absurd_size_field_into_corruption() -> None:
     with pytest.raises(CorruptRecordError, match="exceeds") as e:
         list(iter_batches(buf, max_size=1 << 20))
     assert e.value.position == len(good)
+
+
+def test_peek_needs_only_the_fixed_header() -> None:
+    for buf, fixed in ((build_batch([Record(3, 1, b"a", b"1" * 100)]), 61),
+                       (build_message_set([Record(3, 1, b"a", b"1" * 100)], magic=1), 26),
+                       (build_message_set([Record(3, -1, b"a", b"1" * 100)], magic=0), 18)):
+        full = read_batch_header(buf)
+        assert read_batch_header(buf[:fixed]) is None
+        assert peek_batch_header(buf[:fixed]) == full
+        assert peek_batch_header(buf[: fixed - 1]) is None
