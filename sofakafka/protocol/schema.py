@@ -385,6 +385,10 @@ class _Gen:
             "_ruv": P.read_unsigned_varint,
             "_alen": P.read_array_length,
             "_calen": P.read_compact_array_length,
+            "_i16": P.INT16.unpack_from,
+            "_i32": P.INT32.unpack_from,
+            "_str": str,
+            "_mv": memoryview,
         }
         for name in ("write", "read", "size"):
             for key in ("string", "nullable_string", "compact_string", "compact_nullable_string"):
@@ -507,16 +511,52 @@ class _Gen:
         if ftype.fmt:
             lines.append(f"{ind}{target}, = _unpack_from('>{ftype.fmt}', buf, pos)")
             lines.append(f"{ind}pos += {ftype.width}")
-        elif ftype is STRING:
-            lines.append(f"{ind}{target}, pos = {_STRING_IO[(compact, nullable)][1]}(buf, pos)")
-        elif ftype is BYTES:
-            lines.append(f"{ind}{target}, pos = {_BYTES_IO[(compact, nullable)][1]}(buf, pos)")
-        elif ftype is RECORDS:
-            lines.append(f"{ind}{target}, pos = {_RECORDS_IO[(compact, nullable)][1]}(buf, pos)")
+        elif ftype in (STRING, BYTES, RECORDS):
+            self.dec_length_prefixed(lines, ind, target, ftype, nullable, compact, spec)
         elif ftype is UUID:
             lines.append(f"{ind}{target}, pos = P.read_uuid(buf, pos)")
         else:  # pragma: no cover
             raise TypeError(f"unknown field type {ftype!r}")
+
+    def dec_length_prefixed(
+        self, lines: list[str], ind: str, target: str, ftype: FieldType, nullable: bool, compact: bool, spec: FieldSpec
+    ) -> None:
+        """Strings, bytes and records inlined: these are most of the fields on the produce/fetch paths.
+
+        Truncation surfaces as struct.error/IndexError, which the entry points turn into DecodeError.
+        """
+        n = self.var("_n")
+        end = self.var("_end")
+        if compact:
+            lines.append(f"{ind}{n} = buf[pos]")
+            lines.append(f"{ind}if {n} < 0x80:")
+            lines.append(f"{ind}    pos += 1")
+            lines.append(f"{ind}else:")
+            lines.append(f"{ind}    {n}, pos = _ruv(buf, pos)")
+            lines.append(f"{ind}{n} -= 1")
+        else:
+            lines.append(f"{ind}{n}, = {'_i16' if ftype is STRING else '_i32'}(buf, pos)")
+            lines.append(f"{ind}pos += {2 if ftype is STRING else 4}")
+        lines.append(f"{ind}if {n} < 0:")
+        bad = self.const(f"invalid length for {self.where(spec)}")
+        if nullable:
+            lines.append(f"{ind}    if {n} != -1:")
+            lines.append(f"{ind}        raise DecodeError({bad})")
+            lines.append(f"{ind}    {target} = None")
+        else:
+            lines.append(f"{ind}    raise DecodeError({bad})")
+        lines.append(f"{ind}else:")
+        lines.append(f"{ind}    {end} = pos + {n}")
+        short = self.const(f"truncated {self.where(spec)}")
+        lines.append(f"{ind}    if {end} > len(buf):")
+        lines.append(f"{ind}        raise DecodeError({short})")
+        if ftype is STRING:
+            lines.append(f"{ind}    {target} = _str(buf[pos:{end}], 'utf-8')")
+        elif ftype is BYTES:
+            lines.append(f"{ind}    {target} = bytes(buf[pos:{end}])")
+        else:
+            lines.append(f"{ind}    {target} = _mv(buf)[pos:{end}]")
+        lines.append(f"{ind}    pos = {end}")
 
     # - size -
 
