@@ -42,7 +42,7 @@ import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from sofakafka.controller.store import (
     BadArgumentsError,
@@ -265,6 +265,10 @@ def _decode_record(payload: bytes) -> tuple[int, int, list[_Change]]:
     return int(doc["zxid"]), int(doc["time"]), changes
 
 
+def _open_journal(path: Path) -> int:
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+
+
 def _fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
@@ -330,7 +334,9 @@ class EmbeddedMetadataServer:
         self._sessions: dict[int, EmbeddedMetadataStore] = {}
         self._data_watches: dict[str, dict[_WatchKey, None]] = {}
         self._child_watches: dict[str, dict[_WatchKey, None]] = {}
-        self._journal: BinaryIO | None = None
+        # A raw descriptor, not a buffered file: after a failed write a buffer would keep the frame and
+        # flush it later, behind our back, after we truncated it away.
+        self._journal: int | None = None
         self._journal_size = 0
         self._records_since_snapshot = 0
         self._lock_fd: int | None = None
@@ -394,7 +400,7 @@ class EmbeddedMetadataServer:
                     store.close()
             self._closed = True
             if self._journal is not None:
-                self._journal.close()
+                os.close(self._journal)
                 self._journal = None
             if self._lock_fd is not None:
                 os.close(self._lock_fd)
@@ -472,8 +478,8 @@ class EmbeddedMetadataServer:
                         os.fsync(f.fileno())
         if journals:
             last_path = journals[-1][1]
-            self._journal = last_path.open("ab")
-            self._journal_size = last_path.stat().st_size
+            self._journal = _open_journal(last_path)
+            self._journal_size = os.fstat(self._journal).st_size
         else:
             self._start_journal()
 
@@ -507,8 +513,8 @@ class EmbeddedMetadataServer:
 
     def _start_journal(self) -> None:
         path = self.directory / f"{_JOURNAL_PREFIX}{self._tree.last_zxid + 1:020d}"
-        self._journal = path.open("ab")
-        self._journal_size = self._journal.tell()
+        self._journal = _open_journal(path)
+        self._journal_size = os.fstat(self._journal).st_size
         if self._fsync_enabled:
             _fsync_dir(self.directory)
 
@@ -517,15 +523,16 @@ class EmbeddedMetadataServer:
         assert journal is not None
         frame = _frame(record)
         try:
-            journal.write(frame)
-            journal.flush()
+            view = memoryview(frame)
+            while view:
+                written = os.write(journal, view)
+                view = view[written:]
             if self._fsync_enabled:
-                os.fsync(journal.fileno())
+                os.fsync(journal)
         except OSError:
-            # Leave no partial frame behind: later records appended after garbage would be unreachable.
+            # Leave no partial frame behind: records appended after garbage would be unreachable on recovery.
             try:
-                journal.truncate(self._journal_size)
-                journal.seek(self._journal_size)
+                os.ftruncate(journal, self._journal_size)
             except OSError as exc:
                 self._failed = exc
             raise
@@ -550,7 +557,8 @@ class EmbeddedMetadataServer:
             _fsync_dir(self.directory)
         # The snapshot is durable: everything older is redundant.
         if self._journal is not None:
-            self._journal.close()
+            os.close(self._journal)
+            self._journal = None
         self._start_journal()
         current_journal = self.directory / f"{_JOURNAL_PREFIX}{tree.last_zxid + 1:020d}"
         for _, path in self._files(_JOURNAL_PREFIX):

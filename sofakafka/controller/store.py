@@ -21,7 +21,8 @@ the interface copies ZooKeeper's semantics, and kazoo's method names, rather tha
 * Errors are our classes named after ZooKeeper's codes (:class:`NoNodeError` for NONODE ...), so a kazoo
   backend maps kazoo's exceptions one to one.
 
-Paths are absolute, ``/``-separated, without a trailing slash (except the root), without empty, ``.`` or
+A backend may hold nodes of its own (ZooKeeper's ``/zookeeper``), so nobody should assume the children of
+``/`` are only Kafka's. Paths are absolute, ``/``-separated, without a trailing slash (except the root), without empty, ``.`` or
 ``..`` components. Data is bytes; ZooKeeper's null data is ``b""``.
 """
 

@@ -392,3 +392,22 @@ def test_simple_key_value_lines_parse_back(props: dict[str, str]) -> None:
     text = "".join(f"{k}={v}\n" for k, v in props.items())
     expected = {k: v.lstrip(" \t\f") for k, v in props.items()}
     assert load_properties(text) == expected
+
+
+@pytest.mark.parametrize(
+    "name", sorted(k.name for k in CONFIG_KEYS.values() if k.type not in (ConfigType.STRING, ConfigType.PASSWORD, ConfigType.LIST, ConfigType.CLASS))
+)
+def test_every_typed_key_refuses_garbage_naming_itself(name: str) -> None:
+    expect_error({name: "not-a-value!"}, name)
+
+
+def test_every_key_accepts_its_own_default_written_out() -> None:
+    written: dict[str, str] = {}
+    for key in CONFIG_KEYS.values():
+        value = KafkaConfig.from_properties({}).value_string(key.name)
+        if value is not None:
+            written[key.name] = value
+    c = KafkaConfig.from_properties(written)
+    defaults = KafkaConfig.from_properties({})
+    for name in written:
+        assert c.get(name) == defaults.get(name), name

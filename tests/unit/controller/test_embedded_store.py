@@ -228,6 +228,35 @@ def test_ephemerals_do_not_survive_a_crash(tmp_path: Path) -> None:
         assert ids is not None and ids.cversion == 2
 
 
+def test_a_failed_journal_write_is_not_applied_and_leaves_no_torn_frame(tmp_path: Path) -> None:
+    directory = tmp_path / "meta"
+    # A real write failure: the child caps its file size (RLIMIT_FSIZE) so the append fails half-way.
+    script = (
+        "import os, resource, signal, sys\n"
+        "from sofakafka.controller.embedded import EmbeddedMetadataStore\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "s = EmbeddedMetadataStore.open(sys.argv[1])\n"
+        "s.create('/before', b'1')\n"
+        "journal = max(p for p in os.listdir(sys.argv[1]) if p.startswith('journal.'))\n"
+        "size = os.path.getsize(os.path.join(sys.argv[1], journal))\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (size + 20, hard))\n"
+        "try:\n"
+        "    s.create('/refused', b'x' * 1000)\n"
+        "    sys.exit('the write should have failed')\n"
+        "except OSError:\n"
+        "    pass\n"
+        "assert s.exists('/refused') is None\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))\n"
+        "s.create('/after', b'2')\n"
+        "s.close()\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(directory)], check=True, timeout=120)
+    with EmbeddedMetadataStore.open(directory) as reopened:
+        assert reopened.get_children("/") == ["after", "before"]
+        assert reopened.get("/after")[0] == b"2"
+
+
 def test_a_second_process_cannot_open_the_same_directory(tmp_path: Path) -> None:
     with EmbeddedMetadataServer.open(tmp_path / "meta", fsync=False):
         with pytest.raises(StoreInUseError):
