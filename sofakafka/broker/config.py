@@ -160,8 +160,12 @@ class ConfigKey:
 
 
 def _default_log_dir() -> str:
-    home = Path.home()
-    if home.is_dir() and os.access(home, os.W_OK):
+    try:
+        home: Path | None = Path.home()
+    except (RuntimeError, KeyError):
+        # No HOME and no passwd entry (some containers): fall back to the working directory.
+        home = None
+    if home is not None and home.is_dir() and os.access(home, os.W_OK):
         return str(home / ".sofakafka" / "kafka-logs")
     return str(Path.cwd() / "sofakafka-data" / "kafka-logs")
 
