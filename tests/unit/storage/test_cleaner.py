@@ -524,3 +524,93 @@ def test_cleaning_agrees_with_a_model(tmp_path_factory: pytest.TempPathFactory,
     reopened = open_log(root, compact_config(segment_bytes=400))
     assert data_records(reopened) == expected
     reopened.close()
+
+
+# -- more batch shapes and policies ----------------------------------------------------------------------
+
+
+def test_markers_without_data_go_once_past_the_delete_horizon(tmp_path: Path) -> None:
+    # 150-byte segments hold about two batches, so cleaned groups stay apart.
+    log = open_log(tmp_path, compact_config(delete_retention_ms=HOUR_MS, segment_bytes=150))
+    append(log, batch(0, [(b"a", b"1")], pid=1, epoch=0, seq=0, transactional=True))
+    append(log, marker(1, 1, commit=True))
+    append(log, batch(2, [(b"b", b"1")], pid=2, epoch=0, seq=0, transactional=True))
+    append(log, marker(3, 2, commit=False))
+    append(log, batch(4, [(b"a", b"2")], pid=1, epoch=0, seq=1))
+    append(log, batch(5, [(b"z", b"1")], pid=2, epoch=0, seq=1))
+    log.update_high_watermark(log.log_end_offset)
+    log.roll()
+    append(log, batch(6, [(b"c", b"1")]))
+    cleaner = LogCleaner()
+    cleaner.clean_log(log, NOW)
+    # Data gone (a@0 superseded, b@2 aborted) but the markers stay until the horizon passes them.
+    assert [h.base_offset for h, _ in batches(log) if h.is_control] == [1, 3]
+    assert data_records(log)[:2] == [(4, b"a", b"2"), (5, b"z", b"1")]
+
+    # Make a newer clean segment without markers, then age everything before it past the horizon.
+    append(log, batch(7, [(b"d", b"1")]))
+    log.roll()
+    append(log, batch(8, [(b"e", b"1")]))
+    cleaner.clean_log(log, NOW)
+    clean = log.log_segments()[:-1]
+    assert clean[-1].base_offset >= 6
+    for segment in clean[:-1]:
+        _touch(segment.log.path, NOW - 3 * HOUR_MS)
+    _touch(clean[-1].log.path, NOW)
+    log.roll()
+    append(log, batch(9, [(b"f", b"1")]))
+    cleaner.clean_log(log, NOW)
+    assert [h.base_offset for h, _ in batches(log) if h.is_control] == []
+    assert [o for o, _, _ in data_records(log)] == [4, 5, 6, 7, 8, 9]
+    log.close()
+
+
+def test_log_append_time_batches_keep_their_time_when_rebuilt(tmp_path: Path) -> None:
+    from sofakafka.protocol.records import LOG_APPEND_TIME
+
+    log = open_log(tmp_path)
+    builder = RecordBatchBuilder(base_offset=0, timestamp_type=LOG_APPEND_TIME, log_append_time=NOW + 5)
+    builder.append_record(0, NOW, b"a", b"1")
+    builder.append_record(1, NOW, b"b", b"1")
+    builder.append_record(2, NOW, b"a", b"2")
+    append(log, builder.build())
+    log.roll()
+    append(log, batch(3, [(b"z", b"z")]))
+    LogCleaner().clean_log(log, NOW)
+    (header, records), _ = batches(log)
+    assert records == [(1, b"b", b"1"), (2, b"a", b"2")]
+    assert (header.timestamp_type, header.max_timestamp, header.last_offset) == (LOG_APPEND_TIME, NOW + 5, 2)
+    log.close()
+
+
+def test_legacy_message_sets_are_compacted_too(tmp_path: Path) -> None:
+    from sofakafka.protocol.records import MAGIC_V1, Record, build_message_set
+
+    log = open_log(tmp_path)
+    recs = [Record(0, NOW, b"a", b"1"), Record(1, NOW, b"b", b"1"), Record(2, NOW, b"a", b"2")]
+    append(log, build_message_set(recs, magic=MAGIC_V1, compression=1))
+    append(log, build_message_set([Record(3, NOW, b"b", b"2"), Record(4, NOW, b"c", None)], magic=MAGIC_V1))
+    log.roll()
+    append(log, batch(5, [(b"z", b"z")]))
+    LogCleaner().clean_log(log, NOW)
+    assert data_records(log) == [(2, b"a", b"2"), (3, b"b", b"2"), (4, b"c", None), (5, b"z", b"z")]
+    first = batches(log)[0][0]
+    assert (first.magic, first.compression) == (MAGIC_V1, 1)
+    log.close()
+
+
+def test_compact_delete_resets_a_checkpoint_below_the_log_start(tmp_path: Path) -> None:
+    log = open_log(tmp_path, compact_config(cleanup_policy=("compact", "delete")))
+    for i in range(4):
+        append(log, batch(i, [(b"k", b"v%d" % i)]))
+        log.roll()
+    cleaner = LogCleaner()
+    cleaner.update_checkpoint(log, 0)
+    log.update_high_watermark(log.log_end_offset)
+    assert log.maybe_increment_log_start_offset(2)
+    candidate = cleaner.log_to_clean(log, NOW)
+    assert (candidate.first_dirty_offset, candidate.force_update_checkpoint) == (2, True)
+    result = cleaner.clean_log(log, NOW)
+    assert result is not None and result.first_dirty_offset == 2
+    assert cleaner.last_clean_offset(log) == 4
+    log.close()
