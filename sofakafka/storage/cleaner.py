@@ -281,12 +281,14 @@ def _first_batch_timestamp(segment: LogSegment) -> int:
 
 def max_compaction_delay(log: CleanableLog, first_dirty_offset: int, now_ms: int) -> int:
     """How far past ``max.compaction.lag.ms`` the oldest dirty batch is (KIP-354); > 0 forces a clean."""
+    clean_until = now_ms - max(log.config.max_compaction_lag_ms, 0)
+    if clean_until <= 0:
+        return 0  # the default lag (Long.MAX) never forces a clean; skip reading the segments
     segments = log.log_segments()
-    dirty = [s for s in segments[_floor_index(segments, first_dirty_offset):-1]]
+    dirty = segments[_floor_index(segments, first_dirty_offset):-1]
     stamps = [t for t in (_first_batch_timestamp(s) for s in dirty) if t > 0]
     if not stamps:
         return 0
-    clean_until = now_ms - max(log.config.max_compaction_lag_ms, 0)
     earliest = min(stamps)
     return clean_until - earliest if earliest < clean_until else 0
 

@@ -423,8 +423,8 @@ class ProducerStateManager:
         """Apply a batch that is now in the log (appended, replicated or replayed on load).
 
         For a control batch pass the decoded marker's ``control_type`` and ``coordinator_epoch`` (see
-        :class:`sofakafka.protocol.records.EndTransactionMarker`); ``control_type=None`` on a control batch means the cleaner emptied it and it
-        changes nothing. The returned :class:`CompletedTxn` is already marked complete: the Log writes an
+        ``sofakafka.protocol.records.EndTransactionMarker``); ``control_type=None`` on a control batch means
+        the cleaner emptied it and it changes nothing. The returned :class:`CompletedTxn` is already marked complete: the Log writes an
         :class:`AbortedTxn` (see :meth:`aborted_txn`) for an aborted one. Never raises for a stale epoch:
         what reaches the log was accepted by a leader, whose word is final.
         """

@@ -614,3 +614,24 @@ def test_compact_delete_resets_a_checkpoint_below_the_log_start(tmp_path: Path) 
     assert result is not None and result.first_dirty_offset == 2
     assert cleaner.last_clean_offset(log) == 4
     log.close()
+
+
+def test_max_compaction_lag_forces_a_clean_below_the_dirty_ratio(tmp_path: Path) -> None:
+    log = open_log(tmp_path, compact_config(min_cleanable_dirty_ratio=0.9, max_compaction_lag_ms=HOUR_MS))
+    append(log, batch(0, [(b"k", b"1")], timestamp=NOW - 2 * HOUR_MS))
+    log.roll()
+    append(log, batch(1, [(b"k", b"2")]))
+    log.roll()
+    append(log, batch(2, [(b"x", b"1")]))
+    cleaner = LogCleaner()
+    cleaner.clean_log(log, NOW, force=True)
+    log.roll()
+    # A late-arriving old record (its batch is the first of its segment, which is what KIP-354 looks at).
+    append(log, batch(3, [(b"x", b"2")], timestamp=NOW - 2 * HOUR_MS))
+    log.roll()
+    append(log, batch(4, [(b"y", b"1")]))
+    candidate = cleaner.log_to_clean(log, NOW)
+    assert candidate.cleanable_ratio < 0.9 and candidate.need_compaction_now
+    assert cleaner.clean_log(log, NOW) is not None
+    assert data_records(log) == [(1, b"k", b"2"), (3, b"x", b"2"), (4, b"y", b"1")]
+    log.close()
