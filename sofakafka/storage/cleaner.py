@@ -538,6 +538,10 @@ class LogCleaner:
 
     The cleaner owns ``cleaner-offset-checkpoint`` in each log directory: after a pass it records the offset
     up to which the log is clean, so the next pass only maps the new dirty section.
+
+    Anything that rewrites a log under the cleaner (truncation by replication, deletion, moving the log start)
+    first calls :meth:`abort_and_pause_cleaning` (from any thread; it waits for a running pass to stop at its
+    next batch) and :meth:`resume_cleaning` afterwards, as with Kafka's LogCleanerManager.
     """
 
     def __init__(self, *, dedupe_buffer_size: int = DEFAULT_DEDUPE_BUFFER_SIZE,
@@ -546,6 +550,10 @@ class LogCleaner:
         self.offset_map = OffsetMap.for_buffer_size(dedupe_buffer_size, dedupe_load_factor)
         self._clock = clock
         self._checkpoint_lock = threading.Lock()
+        self._state = threading.Condition()
+        self._in_progress: set[Path] = set()
+        self._aborting: set[Path] = set()
+        self._paused: dict[Path, int] = {}
 
     def _now(self) -> int:
         if self._clock is not None:
@@ -560,7 +568,58 @@ class LogCleaner:
 
     def last_clean_offset(self, log: CleanableLog) -> int | None:
         with self._checkpoint_lock:
-            return self.checkpoint_file(log.dir).read().get(_topic_partition(log.dir))
+            file = self.checkpoint_file(log.dir)
+            if not file.path.exists():
+                return None
+            return file.read().get(_topic_partition(log.dir))
+
+    def maybe_truncate_checkpoint(self, log: CleanableLog, offset: int) -> None:
+        """The log was truncated to ``offset``: a clean point beyond it no longer describes the log."""
+        last = self.last_clean_offset(log)
+        if last is not None and last > offset:
+            self.update_checkpoint(log, offset)
+
+    # -- pausing ---------------------------------------------------------------------------------------------
+
+    def abort_and_pause_cleaning(self, log_dir: Path) -> None:
+        """Stop any pass over this log (waiting until it has stopped) and keep new passes off it until resumed."""
+        key = Path(log_dir)
+        with self._state:
+            self._paused[key] = self._paused.get(key, 0) + 1
+            if key in self._in_progress:
+                self._aborting.add(key)
+            while key in self._in_progress:
+                self._state.wait()
+
+    def resume_cleaning(self, log_dir: Path) -> None:
+        key = Path(log_dir)
+        with self._state:
+            count = self._paused.get(key, 0) - 1
+            if count < 0:
+                raise ValueError(f"cleaning of {key} was not paused")
+            if count:
+                self._paused[key] = count
+            else:
+                del self._paused[key]
+
+    def request_abort(self, log_dir: Path) -> None:
+        """Ask a running pass to stop without waiting (for callers on the cleaner's own thread)."""
+        key = Path(log_dir)
+        with self._state:
+            if key in self._in_progress:
+                self._aborting.add(key)
+
+    def is_paused(self, log_dir: Path) -> bool:
+        with self._state:
+            return Path(log_dir) in self._paused
+
+    def _checker(self, log_dir: Path) -> Callable[[], None]:
+        key = Path(log_dir)
+
+        def check_done() -> None:
+            if key in self._aborting:
+                raise LogCleaningAbortedError(f"cleaning of {key} was aborted")
+        return check_done
 
     def update_checkpoint(self, log: CleanableLog, offset: int | None) -> None:
         """Record (or with None forget, e.g. when the log is deleted) the clean offset of ``log``."""
@@ -577,23 +636,40 @@ class LogCleaner:
     # -- passes ----------------------------------------------------------------------------------------------
 
     def log_to_clean(self, log: CleanableLog, now_ms: int | None = None) -> LogToClean:
-        path = self.checkpoint_file(log.dir).path
-        last = self.last_clean_offset(log) if path.exists() else None
-        return log_to_clean(log, last, self._now() if now_ms is None else now_ms)
+        return log_to_clean(log, self.last_clean_offset(log), self._now() if now_ms is None else now_ms)
 
     def clean_log(self, log: CleanableLog, now_ms: int | None = None, *, force: bool = False) -> CleanResult | None:
-        """One pass if the log is dirty enough (or ``force``); None when nothing was done."""
+        """One pass if the log is dirty enough (or ``force``); None when nothing was done or it was aborted.
+
+        Blocking: reads and rewrites the log's inactive segments. One pass at a time per cleaner (its offset
+        map is reused), so the broker runs it on its cleaner thread.
+        """
         if not log.config.compact:
             return None
-        now = self._now() if now_ms is None else now_ms
-        candidate = self.log_to_clean(log, now)
-        if candidate.force_update_checkpoint:
-            self.update_checkpoint(log, candidate.first_dirty_offset)
-        if not (candidate.should_clean or (force and candidate.cleanable_bytes > 0)):
-            return None
-        end_offset, stats = self.clean(candidate)
-        self.update_checkpoint(log, end_offset)
-        return CleanResult(candidate.first_dirty_offset, end_offset, stats)
+        key = Path(log.dir)
+        with self._state:
+            if key in self._paused or key in self._in_progress:
+                return None
+            self._in_progress.add(key)
+        try:
+            now = self._now() if now_ms is None else now_ms
+            candidate = self.log_to_clean(log, now)
+            if candidate.force_update_checkpoint:
+                self.update_checkpoint(log, candidate.first_dirty_offset)
+            if not (candidate.should_clean or (force and candidate.cleanable_bytes > 0)):
+                return None
+            try:
+                end_offset, stats = self.clean(candidate)
+            except LogCleaningAbortedError:
+                logger.info("cleaning of %s aborted", key)
+                return None
+            self.update_checkpoint(log, end_offset)
+            return CleanResult(candidate.first_dirty_offset, end_offset, stats)
+        finally:
+            with self._state:
+                self._in_progress.discard(key)
+                self._aborting.discard(key)
+                self._state.notify_all()
 
     def clean(self, cleanable: LogToClean) -> tuple[int, CleanerStats]:
         """Kafka's ``Cleaner.clean``: the delete horizon is the last clean segment's mtime minus
@@ -607,19 +683,20 @@ class LogCleaner:
         log_ = cleanable.log
         stats = CleanerStats()
         upper = cleanable.first_uncleanable_offset
-        self.build_offset_map(log_, cleanable.first_dirty_offset, upper, self.offset_map, stats)
+        check_done = self._checker(log_.dir)
+        self.build_offset_map(log_, cleanable.first_dirty_offset, upper, self.offset_map, stats, check_done)
         end_offset = self.offset_map.latest_offset + 1
         txn_metadata = CleanedTransactionMetadata()
         segments = log_.log_segments()
         groups = group_segments_by_size(log_segments_between(segments, 0, end_offset), log_.config.segment_bytes,
                                         log_.config.max_index_size, upper)
         for group in groups:
-            self.clean_segments(log_, group, self.offset_map, delete_horizon_ms, stats, txn_metadata)
+            self.clean_segments(log_, group, self.offset_map, delete_horizon_ms, stats, txn_metadata, check_done)
         stats.buffer_utilization = self.offset_map.utilization
         return end_offset, stats
 
     def build_offset_map(self, log_: CleanableLog, start: int, end: int, offset_map: OffsetMap,
-                         stats: CleanerStats) -> None:
+                         stats: CleanerStats, check_done: Callable[[], None] = lambda: None) -> None:
         offset_map.clear()
         segments = log_.log_segments()
         dirty = log_segments_between(segments, start, end)
@@ -627,16 +704,18 @@ class LogCleaner:
         txn_metadata.add_aborted_transactions(collect_aborted_transactions(segments, start, end))
         for i, segment in enumerate(dirty):
             next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
-            if self._map_segment(segment, offset_map, start, next_start, txn_metadata, stats):
+            if self._map_segment(segment, offset_map, start, next_start, txn_metadata, stats, check_done):
                 logger.info("offset map full while mapping %s; cleaning up to offset %d", segment,
                          offset_map.latest_offset)
                 return
 
     @staticmethod
     def _map_segment(segment: LogSegment, offset_map: OffsetMap, start: int, next_segment_start: int,
-                     txn_metadata: CleanedTransactionMetadata, stats: CleanerStats) -> bool:
+                     txn_metadata: CleanedTransactionMetadata, stats: CleanerStats,
+                     check_done: Callable[[], None]) -> bool:
         position = segment.offset_index.lookup(start).position
         for buf, header in segment.batches(position):
+            check_done()
             stats.map_bytes_read += header.size
             if header.is_control:
                 txn_metadata.on_control_batch_read(header, _control_type(buf, header))
@@ -658,7 +737,8 @@ class LogCleaner:
 
     def clean_segments(self, log_: CleanableLog, group: Sequence[LogSegment], offset_map: OffsetMap,
                        delete_horizon_ms: int, stats: CleanerStats,
-                       txn_metadata: CleanedTransactionMetadata) -> None:
+                       txn_metadata: CleanedTransactionMetadata,
+                       check_done: Callable[[], None] = lambda: None) -> None:
         """Rewrite ``group`` into one ``.cleaned`` segment and swap it in."""
         cleaned = create_cleaned_segment(log_, group[0].base_offset)
         txn_metadata.cleaned_index = cleaned.txn_index
@@ -671,9 +751,10 @@ class LogCleaner:
                     collect_aborted_transactions(all_segments, segment.base_offset, upper))
                 retain = segment.last_modified_ms() > delete_horizon_ms
                 seg_filter = _SegmentFilter(offset_map, retain, txn_metadata, last_records, stats)
-                clean_into(segment, cleaned, seg_filter)
+                clean_into(segment, cleaned, seg_filter, check_done)
             cleaned.on_become_inactive()
             cleaned.flush()
+            check_done()
             modified_ms = group[-1].last_modified_ms()
             os.utime(cleaned.log.path, ns=(modified_ms * 1_000_000, modified_ms * 1_000_000))
             log_.replace_segments([cleaned], list(group))
@@ -701,10 +782,12 @@ def collect_aborted_transactions(segments: Sequence[LogSegment], start_offset: i
     return found
 
 
-def clean_into(source: LogSegment, dest: LogSegment, seg_filter: _SegmentFilter) -> None:
+def clean_into(source: LogSegment, dest: LogSegment, seg_filter: _SegmentFilter,
+               check_done: Callable[[], None] = lambda: None) -> None:
     """Copy the surviving batches of ``source`` into ``dest``, in order, in chunks of about a megabyte."""
     out = bytearray()
     for buf, header in source.batches():
+        check_done()
         kept = seg_filter.filter_batch(buf, header)
         if kept is not None:
             out += kept

@@ -23,6 +23,7 @@ from sofakafka.storage.checkpoints import CLEANER_OFFSET_CHECKPOINT
 from sofakafka.storage.cleaner import LogCleaner, OffsetMap, empty_batch_header
 from sofakafka.storage.config import LogConfig
 from sofakafka.storage.log import Log
+from sofakafka.storage.segment import LogSegment
 from sofakafka.storage.transaction_index import AbortedTxn
 
 NOW = 1_700_000_000_000
@@ -634,4 +635,59 @@ def test_max_compaction_lag_forces_a_clean_below_the_dirty_ratio(tmp_path: Path)
     assert candidate.cleanable_ratio < 0.9 and candidate.need_compaction_now
     assert cleaner.clean_log(log, NOW) is not None
     assert data_records(log) == [(1, b"k", b"2"), (3, b"x", b"2"), (4, b"y", b"1")]
+    log.close()
+
+
+# -- pausing and aborting ----------------------------------------------------------------------------------
+
+
+def test_a_paused_log_is_not_cleaned_until_resumed(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    _fill_for_crash(log)
+    cleaner = LogCleaner()
+    cleaner.abort_and_pause_cleaning(log.dir)
+    cleaner.abort_and_pause_cleaning(log.dir)
+    assert cleaner.clean_log(log, NOW) is None
+    cleaner.resume_cleaning(log.dir)
+    assert cleaner.is_paused(log.dir)
+    cleaner.resume_cleaning(log.dir)
+    assert not cleaner.is_paused(log.dir)
+    with pytest.raises(ValueError):
+        cleaner.resume_cleaning(log.dir)
+    assert cleaner.clean_log(log, NOW) is not None
+    log.close()
+
+
+def test_an_aborted_pass_leaves_the_log_and_checkpoint_as_they_were(tmp_path: Path) -> None:
+    cleaner = LogCleaner()
+
+    class AbortingLog(Log):
+        """Replication truncating the log while the cleaner writes its first cleaned segment."""
+
+        def new_cleaned_segment(self, base_offset: int) -> LogSegment:
+            cleaner.request_abort(self.dir)
+            return super().new_cleaned_segment(base_offset)
+
+    log = AbortingLog(tmp_path / "compacted-0", compact_config(), time_ms=lambda: NOW)
+    _fill_for_crash(log)
+    before = data_records(log)
+    assert cleaner.clean_log(log, NOW) is None
+    assert data_records(log) == before
+    assert cleaner.last_clean_offset(log) is None
+    assert not [p for p in log.dir.iterdir() if ".cleaned" in p.name]
+    log.close()
+
+
+def test_truncation_below_the_clean_point_moves_the_checkpoint_back(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    _fill_for_crash(log)
+    cleaner = LogCleaner()
+    cleaner.clean_log(log, NOW)
+    assert cleaner.last_clean_offset(log) == 16
+    cleaner.maybe_truncate_checkpoint(log, 10)
+    assert cleaner.last_clean_offset(log) == 10
+    cleaner.maybe_truncate_checkpoint(log, 12)
+    assert cleaner.last_clean_offset(log) == 10
+    cleaner.update_checkpoint(log, None)
+    assert cleaner.last_clean_offset(log) is None
     log.close()
