@@ -39,7 +39,7 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -802,9 +802,3 @@ def _append(dest: LogSegment, data: bytearray) -> None:
     buf = bytes(data)
     headers = list(iter_batches(buf))
     dest.append(buf, headers)
-
-
-def iter_segment_records(segment: LogSegment) -> Iterator[tuple[BatchHeader, list[Record]]]:
-    """Every batch of a segment with its records (tests and tools)."""
-    for buf, header in segment.batches():
-        yield header, decode_records(buf, header)
