@@ -691,3 +691,34 @@ def test_truncation_below_the_clean_point_moves_the_checkpoint_back(tmp_path: Pa
     cleaner.update_checkpoint(log, None)
     assert cleaner.last_clean_offset(log) is None
     log.close()
+
+
+def test_abort_from_another_thread_waits_for_the_running_pass_to_stop(tmp_path: Path) -> None:
+    import threading
+
+    cleaner = LogCleaner()
+    started, go = threading.Event(), threading.Event()
+
+    class SlowLog(Log):
+        def new_cleaned_segment(self, base_offset: int) -> LogSegment:
+            started.set()
+            go.wait()
+            return super().new_cleaned_segment(base_offset)
+
+    log = SlowLog(tmp_path / "compacted-0", compact_config(), time_ms=lambda: NOW)
+    _fill_for_crash(log)
+    before = data_records(log)
+    results: list[object] = []
+    worker = threading.Thread(target=lambda: results.append(cleaner.clean_log(log, NOW)))
+    worker.start()
+    assert started.wait(60)
+    cleaner.request_abort(log.dir)
+    go.set()
+    cleaner.abort_and_pause_cleaning(log.dir)  # returns only once the pass has stopped
+    assert results == [None]
+    worker.join()
+    assert data_records(log) == before
+    assert cleaner.clean_log(log, NOW) is None  # still paused
+    cleaner.resume_cleaning(log.dir)
+    assert cleaner.clean_log(log, NOW) is not None
+    log.close()
