@@ -715,8 +715,9 @@ def test_abort_from_another_thread_waits_for_the_running_pass_to_stop(tmp_path: 
     cleaner.request_abort(log.dir)
     go.set()
     cleaner.abort_and_pause_cleaning(log.dir)  # returns only once the pass has stopped
-    assert results == [None]
+    assert not [p for p in log.dir.iterdir() if ".cleaned" in p.name]
     worker.join()
+    assert results == [None]
     assert data_records(log) == before
     assert cleaner.clean_log(log, NOW) is None  # still paused
     cleaner.resume_cleaning(log.dir)
