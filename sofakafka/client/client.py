@@ -1,0 +1,887 @@
+"""A small synchronous Kafka client over our own codec, for the CLI verbs and our tests.
+
+``KafkaClient(bootstrap_servers)`` connects lazily to one bootstrap server, learns the cluster from
+Metadata, and routes each request where Kafka routes it: produce, fetch, list offsets and delete records
+to the partition's leader; create/delete topics and create partitions to the controller; broker config
+resources and log dirs to the broker they name; everything else to any broker. Retriable routing errors
+(NOT_LEADER_OR_FOLLOWER, NOT_CONTROLLER, LEADER_NOT_AVAILABLE, a closed connection...) refresh metadata
+and retry with a short backoff until the call's deadline.
+
+Each API is sent at the highest version both sides speak; ``max_versions`` caps that per API key, so a
+test can speak as an old client would. Broker answers are returned as small result objects; error codes
+of single items stay in the results (callers decide), while a whole-request failure raises
+``sofakafka.protocol.errors.KafkaError``.
+
+It is not a replacement for a production client: one request in flight per connection, no batching
+across calls, no consumer groups. Not thread-safe.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import TypeVar
+
+from sofakafka.client.connection import BrokerConnection
+from sofakafka.client.errors import BrokerConnectionError, NoBrokersAvailableError, RequestTimeoutError
+from sofakafka.protocol.api import ApiKey
+from sofakafka.protocol.errors import ErrorCode, KafkaError
+from sofakafka.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+from sofakafka.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
+from sofakafka.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from sofakafka.protocol.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
+from sofakafka.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from sofakafka.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
+from sofakafka.protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
+from sofakafka.protocol.messages.fetch import FetchRequest, FetchResponse
+from sofakafka.protocol.messages.incremental_alter_configs import (
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+from sofakafka.protocol.messages.list_offset import ListOffsetRequest, ListOffsetResponse
+from sofakafka.protocol.messages.metadata import MetadataRequest, MetadataResponse
+from sofakafka.protocol.messages.produce import ProduceRequest, ProduceResponse
+from sofakafka.protocol.records import (
+    MAGIC_V0,
+    MAGIC_V1,
+    CompressionType,
+    Record,
+    RecordBatchBuilder,
+    build_message_set,
+    decode_records,
+    iter_batches,
+)
+from sofakafka.protocol.records.buffer import Buffer
+from sofakafka.protocol.schema import Request, Response
+
+T = TypeVar("T")
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+CONSUMER_REPLICA_ID = -1
+
+
+class ConfigResourceType(IntEnum):
+    """Kafka's ConfigResource.Type wire values."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+class AlterConfigOp(IntEnum):
+    """Kafka's AlterConfigOp.OpType wire values (IncrementalAlterConfigs)."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+class ConfigSource(IntEnum):
+    """Kafka's DescribeConfigs config_source wire values."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+
+
+# Errors after which a fresh look at the metadata (and another try) can succeed.
+_REROUTE = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.NOT_CONTROLLER,
+    ErrorCode.FENCED_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.REPLICA_NOT_AVAILABLE,
+    ErrorCode.BROKER_NOT_AVAILABLE,
+})
+
+
+# -- cluster metadata ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+    error: ErrorCode = ErrorCode.NONE
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    error: ErrorCode
+    is_internal: bool
+    partitions: Mapping[int, PartitionInfo]
+
+
+@dataclass(frozen=True)
+class ClusterMetadata:
+    brokers: Mapping[int, BrokerInfo]
+    controller_id: int
+    cluster_id: str | None
+    topics: Mapping[str, TopicInfo]
+
+
+# -- results ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class NewTopic:
+    """A topic to create; -1 partitions / replication factor means the broker's default (CreateTopics v4+)."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: Mapping[int, Sequence[int]] | None = None
+    configs: Mapping[str, str | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TopicConfigEntry:
+    name: str
+    value: str | None
+    read_only: bool
+    config_source: int
+    is_sensitive: bool
+
+
+@dataclass(frozen=True)
+class CreateTopicResult:
+    name: str
+    error: ErrorCode
+    error_message: str | None
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: tuple[TopicConfigEntry, ...] | None = None
+
+
+@dataclass(frozen=True)
+class ItemResult:
+    """The outcome for one named thing (a topic, a resource) of an admin request."""
+
+    name: str
+    error: ErrorCode
+    error_message: str | None = None
+
+    def raise_for_error(self) -> None:
+        if self.error != ErrorCode.NONE:
+            raise KafkaError(self.error, f"{self.name}: {self.error_message or self.error.name}")
+
+
+@dataclass(frozen=True)
+class ConfigSynonym:
+    name: str
+    value: str | None
+    source: int
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    read_only: bool
+    is_default: bool
+    config_source: int
+    is_sensitive: bool
+    synonyms: tuple[ConfigSynonym, ...] = ()
+    config_type: int = 0
+    documentation: str | None = None
+
+
+@dataclass(frozen=True)
+class ConfigResourceResult:
+    resource_type: int
+    resource_name: str
+    error: ErrorCode
+    error_message: str | None
+    entries: tuple[ConfigEntry, ...]
+
+    def raise_for_error(self) -> None:
+        if self.error != ErrorCode.NONE:
+            raise KafkaError(self.error, f"{self.resource_name}: {self.error_message or self.error.name}")
+
+
+@dataclass(frozen=True)
+class ProduceResult:
+    topic: str
+    partition: int
+    base_offset: int
+    log_append_time: int
+    log_start_offset: int
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    topic: str
+    partition: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    records: list[Record]
+    # The offset to fetch next: past the last returned record, or past skipped batches (control batches).
+    next_offset: int
+
+
+@dataclass(frozen=True)
+class OffsetResult:
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    leader_epoch: int = -1
+
+
+@dataclass(frozen=True)
+class LogDirPartition:
+    topic: str
+    partition: int
+    size: int
+    offset_lag: int
+    is_future: bool
+
+
+@dataclass(frozen=True)
+class LogDirResult:
+    log_dir: str
+    error: ErrorCode
+    partitions: tuple[LogDirPartition, ...]
+
+
+def parse_bootstrap(servers: str | Iterable[str]) -> list[tuple[str, int]]:
+    """``host:port[,host:port...]``, IPv6 hosts in brackets; a missing port means 9092 as in Kafka."""
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    out: list[tuple[str, int]] = []
+    for item in items:
+        item = item.strip()
+        if not item:
+            continue
+        if item.startswith("["):
+            host, _, rest = item[1:].partition("]")
+            port = rest.lstrip(":") or "9092"
+        elif item.count(":") == 1:
+            host, port = item.split(":")
+        else:
+            host, port = item, "9092"
+        try:
+            out.append((host, int(port)))
+        except ValueError:
+            raise ValueError(f"bad bootstrap server {item!r}: port must be a number") from None
+    if not out:
+        raise ValueError("no bootstrap servers given")
+    return out
+
+
+class KafkaClient:
+    """See the module docstring. ``request_timeout_ms`` bounds every call, retries included."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Iterable[str],
+        *,
+        client_id: str = "sofakafka-client",
+        request_timeout_ms: int = 30_000,
+        retry_backoff_ms: int = 100,
+        max_versions: Mapping[int, int] | None = None,
+    ) -> None:
+        self.bootstrap = parse_bootstrap(bootstrap_servers)
+        self.client_id = client_id
+        self.request_timeout_s = request_timeout_ms / 1000
+        self.retry_backoff_s = retry_backoff_ms / 1000
+        self.max_versions: dict[int, int] = dict(max_versions or {})
+        self._connections: dict[int, BrokerConnection] = {}
+        self._bootstrap_conn: BrokerConnection | None = None
+        self._cluster: ClusterMetadata | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        for conn in self._connections.values():
+            conn.close()
+        self._connections.clear()
+        if self._bootstrap_conn is not None:
+            self._bootstrap_conn.close()
+            self._bootstrap_conn = None
+
+    def __enter__(self) -> KafkaClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- connections and routing ---------------------------------------------------------------------
+
+    def _new_connection(self, host: str, port: int, node_id: int | None) -> BrokerConnection:
+        conn = BrokerConnection(host, port, client_id=self.client_id, timeout_s=self.request_timeout_s,
+                                node_id=node_id)
+        conn.connect()
+        return conn
+
+    def any_connection(self) -> BrokerConnection:
+        """An open connection to some broker: one we already have, else a bootstrap server, else any
+        broker the last metadata named."""
+        for conn in self._connections.values():
+            if conn.connected:
+                return conn
+        if self._bootstrap_conn is not None and self._bootstrap_conn.connected:
+            return self._bootstrap_conn
+        errors: list[str] = []
+        candidates = list(self.bootstrap)
+        if self._cluster is not None:
+            candidates += [(b.host, b.port) for b in self._cluster.brokers.values()]
+        for host, port in candidates:
+            try:
+                self._bootstrap_conn = self._new_connection(host, port, None)
+                return self._bootstrap_conn
+            except (BrokerConnectionError, RequestTimeoutError) as e:
+                errors.append(str(e))
+        raise NoBrokersAvailableError("no broker reachable: " + "; ".join(errors))
+
+    def connection(self, node_id: int) -> BrokerConnection:
+        conn = self._connections.get(node_id)
+        if conn is not None and conn.connected:
+            return conn
+        broker = self.cluster().brokers.get(node_id)
+        if broker is None:
+            broker = self.metadata().brokers.get(node_id)
+        if broker is None:
+            raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {node_id} is not in the cluster metadata")
+        conn = self._new_connection(broker.host, broker.port, node_id)
+        self._connections[node_id] = conn
+        return conn
+
+    def version(self, conn: BrokerConnection, api_key: int) -> int:
+        return conn.supported_version(api_key, self.max_versions.get(api_key))
+
+    def send(self, request: Request, *, node_id: int | None = None, version: int | None = None) -> Response:
+        """One request to ``node_id`` (or any broker), at ``version`` or the highest common one."""
+        conn = self.connection(node_id) if node_id is not None else self.any_connection()
+        if version is None:
+            version = self.version(conn, request.API_KEY)
+        return conn.send(request, version)
+
+    def _deadline(self) -> float:
+        return time.monotonic() + self.request_timeout_s
+
+    def _retry(self, deadline: float, attempt: Callable[[], T], what: str) -> T:
+        """Runs ``attempt`` until it stops raising a rerouting error; refreshes metadata between tries."""
+        while True:
+            try:
+                return attempt()
+            except KafkaError as e:
+                if e.code not in _REROUTE or time.monotonic() + self.retry_backoff_s >= deadline:
+                    raise
+            except (BrokerConnectionError, RequestTimeoutError, NoBrokersAvailableError):
+                if time.monotonic() + self.retry_backoff_s >= deadline:
+                    raise
+            time.sleep(self.retry_backoff_s)
+            try:
+                self.metadata()
+            except (BrokerConnectionError, RequestTimeoutError, NoBrokersAvailableError):
+                if time.monotonic() >= deadline:
+                    raise RequestTimeoutError(f"{what}: no broker answered before the deadline") from None
+
+    # -- metadata ------------------------------------------------------------------------------------
+
+    def cluster(self) -> ClusterMetadata:
+        """The last metadata fetched (fetching it once if there is none)."""
+        return self._cluster if self._cluster is not None else self.metadata()
+
+    def metadata(self, topics: Sequence[str] | None = None, *,
+                 allow_auto_topic_creation: bool = False) -> ClusterMetadata:
+        """Metadata for ``topics`` (None: all topics). Brokers and controller are always refreshed; the
+        topic map replaces only the topics asked about."""
+        conn = self.any_connection()
+        version = self.version(conn, ApiKey.METADATA)
+        wanted: list[MetadataRequest.MetadataRequestTopic] | None
+        if topics is None:
+            wanted = None if version >= 1 else []
+        else:
+            wanted = [MetadataRequest.MetadataRequestTopic(name=t) for t in topics]
+        request = MetadataRequest(topics=wanted)
+        if version >= 4:
+            request.allow_auto_topic_creation = allow_auto_topic_creation
+        response = conn.send(request, version)
+        assert isinstance(response, MetadataResponse)
+        brokers = {b.node_id: BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in response.brokers}
+        new_topics: dict[str, TopicInfo] = {}
+        for t in response.topics:
+            parts = {
+                p.partition_index: PartitionInfo(
+                    t.name, p.partition_index, p.leader_id, p.leader_epoch, tuple(p.replica_nodes),
+                    tuple(p.isr_nodes), tuple(p.offline_replicas), ErrorCode.for_code(p.error_code))
+                for p in t.partitions
+            }
+            new_topics[t.name] = TopicInfo(t.name, ErrorCode.for_code(t.error_code), t.is_internal, parts)
+        if topics is None or self._cluster is None:
+            merged = new_topics
+        else:
+            merged = {**self._cluster.topics, **new_topics}
+        self._cluster = ClusterMetadata(brokers, response.controller_id, response.cluster_id, merged)
+        for node_id in list(self._connections):
+            if node_id not in brokers:
+                self._connections.pop(node_id).close()
+        return self._cluster
+
+    def topic(self, name: str, *, allow_auto_topic_creation: bool = False) -> TopicInfo:
+        """Fresh metadata of one topic; raises KafkaError with the topic's error code if it has one."""
+        info = self.metadata([name], allow_auto_topic_creation=allow_auto_topic_creation).topics.get(name)
+        if info is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no metadata for topic {name}")
+        if info.error != ErrorCode.NONE:
+            raise KafkaError(info.error, f"topic {name}: {info.error.name}")
+        return info
+
+    def leader_for(self, topic: str, partition: int) -> int:
+        info = self.cluster().topics.get(topic)
+        if info is None or partition not in info.partitions:
+            info = self.topic(topic)
+        p = info.partitions.get(partition)
+        if p is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} has no partition {partition}")
+        if p.leader < 0:
+            raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"{topic}-{partition} has no leader")
+        return p.leader
+
+    def controller(self) -> BrokerConnection:
+        cluster = self.cluster()
+        if cluster.controller_id < 0:
+            cluster = self.metadata()
+        if cluster.controller_id < 0:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, "the cluster has no controller")
+        return self.connection(cluster.controller_id)
+
+    def _send_to_controller(self, request: Request) -> Response:
+        conn = self.controller()
+        return conn.send(request, self.version(conn, request.API_KEY))
+
+    # -- topics --------------------------------------------------------------------------------------
+
+    def create_topics(self, topics: Sequence[NewTopic], *, timeout_ms: int = 30_000,
+                      validate_only: bool = False) -> dict[str, CreateTopicResult]:
+        request = CreateTopicsRequest(
+            topics=[
+                CreateTopicsRequest.CreatableTopic(
+                    name=t.name,
+                    num_partitions=-1 if t.assignments else t.num_partitions,
+                    replication_factor=-1 if t.assignments else t.replication_factor,
+                    assignments=[
+                        CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment(
+                            partition_index=p, broker_ids=list(ids))
+                        for p, ids in sorted((t.assignments or {}).items())
+                    ],
+                    configs=[CreateTopicsRequest.CreatableTopic.CreateableTopicConfig(name=k, value=v)
+                             for k, v in t.configs.items()],
+                )
+                for t in topics
+            ],
+            timeout_ms=timeout_ms,
+            validate_only=validate_only,
+        )
+
+        def attempt() -> dict[str, CreateTopicResult]:
+            response = self._send_to_controller(request)
+            assert isinstance(response, CreateTopicsResponse)
+            results = {}
+            for r in response.topics:
+                code = ErrorCode.for_code(r.error_code)
+                if code == ErrorCode.NOT_CONTROLLER:
+                    raise KafkaError(code, r.error_message)
+                configs = None if r.configs is None else tuple(
+                    TopicConfigEntry(c.name, c.value, c.read_only, c.config_source, c.is_sensitive)
+                    for c in r.configs)
+                results[r.name] = CreateTopicResult(r.name, code, r.error_message, r.num_partitions,
+                                                    r.replication_factor, configs)
+            return results
+
+        return self._retry(self._deadline(), attempt, "CreateTopics")
+
+    def delete_topics(self, names: Sequence[str], *, timeout_ms: int = 30_000) -> dict[str, ItemResult]:
+        request = DeleteTopicsRequest(topic_names=list(names), timeout_ms=timeout_ms)
+
+        def attempt() -> dict[str, ItemResult]:
+            response = self._send_to_controller(request)
+            assert isinstance(response, DeleteTopicsResponse)
+            results = {}
+            for r in response.responses:
+                code = ErrorCode.for_code(r.error_code)
+                if code == ErrorCode.NOT_CONTROLLER:
+                    raise KafkaError(code)
+                results[r.name] = ItemResult(r.name, code)
+            return results
+
+        return self._retry(self._deadline(), attempt, "DeleteTopics")
+
+    def create_partitions(self, counts: Mapping[str, int], *,
+                          assignments: Mapping[str, Sequence[Sequence[int]]] | None = None,
+                          timeout_ms: int = 30_000, validate_only: bool = False) -> dict[str, ItemResult]:
+        """Raise each topic's partition count to ``counts[topic]``; ``assignments[topic]`` lists the
+        replicas of each new partition."""
+        assignments = assignments or {}
+        request = CreatePartitionsRequest(
+            topics=[
+                CreatePartitionsRequest.CreatePartitionsTopic(
+                    name=name, count=count,
+                    assignments=None if name not in assignments else [
+                        CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment(
+                            broker_ids=list(ids))
+                        for ids in assignments[name]
+                    ],
+                )
+                for name, count in counts.items()
+            ],
+            timeout_ms=timeout_ms,
+            validate_only=validate_only,
+        )
+
+        def attempt() -> dict[str, ItemResult]:
+            response = self._send_to_controller(request)
+            assert isinstance(response, CreatePartitionsResponse)
+            results = {}
+            for r in response.results:
+                code = ErrorCode.for_code(r.error_code)
+                if code == ErrorCode.NOT_CONTROLLER:
+                    raise KafkaError(code, r.error_message)
+                results[r.name] = ItemResult(r.name, code, r.error_message)
+            return results
+
+        return self._retry(self._deadline(), attempt, "CreatePartitions")
+
+    # -- configs -------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _config_node(resource_type: int, resource_name: str) -> int | None:
+        """Broker resources are answered by the broker they name (an empty name: any broker)."""
+        if resource_type in (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER) and resource_name:
+            try:
+                return int(resource_name)
+            except ValueError:
+                return None
+        return None
+
+    def describe_configs(self, resources: Sequence[tuple[int, str, Sequence[str] | None]], *,
+                         include_synonyms: bool = False,
+                         include_documentation: bool = False) -> list[ConfigResourceResult]:
+        """``resources``: (resource type, name, config keys or None for all)."""
+        out: list[ConfigResourceResult] = []
+        for node, group in self._group_by_config_node([(t, n) for t, n, _ in resources]).items():
+            wanted = [r for r in resources if (r[0], r[1]) in group]
+            request = DescribeConfigsRequest(
+                resources=[
+                    DescribeConfigsRequest.DescribeConfigsResource(
+                        resource_type=t, resource_name=n, configuration_keys=None if keys is None else list(keys))
+                    for t, n, keys in wanted
+                ],
+            )
+            conn = self.connection(node) if node is not None else self.any_connection()
+            version = self.version(conn, ApiKey.DESCRIBE_CONFIGS)
+            if version >= 1:
+                request.include_synonyms = include_synonyms
+            if version >= 3:
+                request.include_documentation = include_documentation
+            response = conn.send(request, version)
+            assert isinstance(response, DescribeConfigsResponse)
+            for r in response.results:
+                entries = tuple(
+                    ConfigEntry(
+                        c.name, c.value, c.read_only,
+                        c.is_default if version == 0 else c.config_source == ConfigSource.DEFAULT_CONFIG,
+                        c.config_source if version >= 1 else _v0_source(r.resource_type, c.is_default),
+                        c.is_sensitive,
+                        tuple(ConfigSynonym(s.name, s.value, s.source) for s in c.synonyms),
+                        c.config_type, c.documentation,
+                    )
+                    for c in r.configs
+                )
+                out.append(ConfigResourceResult(r.resource_type, r.resource_name,
+                                                ErrorCode.for_code(r.error_code), r.error_message, entries))
+        return out
+
+    def _group_by_config_node(self, resources: Sequence[tuple[int, str]]) -> dict[int | None, set[tuple[int, str]]]:
+        groups: dict[int | None, set[tuple[int, str]]] = {}
+        for t, n in resources:
+            groups.setdefault(self._config_node(t, n), set()).add((t, n))
+        return groups
+
+    def alter_configs(self, resources: Mapping[tuple[int, str], Mapping[str, str | None]], *,
+                      validate_only: bool = False) -> list[ConfigResourceResult]:
+        """The legacy, non-incremental AlterConfigs: each resource's dynamic configs become exactly these."""
+        out: list[ConfigResourceResult] = []
+        for node, group in self._group_by_config_node(list(resources)).items():
+            request = AlterConfigsRequest(
+                resources=[
+                    AlterConfigsRequest.AlterConfigsResource(
+                        resource_type=t, resource_name=n,
+                        configs=[AlterConfigsRequest.AlterConfigsResource.AlterableConfig(name=k, value=v)
+                                 for k, v in resources[(t, n)].items()])
+                    for t, n in sorted(group)
+                ],
+                validate_only=validate_only,
+            )
+            response = self.send(request, node_id=node)
+            assert isinstance(response, AlterConfigsResponse)
+            out += [ConfigResourceResult(r.resource_type, r.resource_name, ErrorCode.for_code(r.error_code),
+                                         r.error_message, ()) for r in response.responses]
+        return out
+
+    def incremental_alter_configs(
+        self, resources: Mapping[tuple[int, str], Sequence[tuple[str, int, str | None]]], *,
+        validate_only: bool = False,
+    ) -> list[ConfigResourceResult]:
+        """``resources[(type, name)]`` lists (config name, AlterConfigOp, value) operations."""
+        out: list[ConfigResourceResult] = []
+        res_cls = IncrementalAlterConfigsRequest.AlterConfigsResource
+        for node, group in self._group_by_config_node(list(resources)).items():
+            request = IncrementalAlterConfigsRequest(
+                resources=[
+                    res_cls(resource_type=t, resource_name=n,
+                            configs=[res_cls.AlterableConfig(name=k, config_operation=op, value=v)
+                                     for k, op, v in resources[(t, n)]])
+                    for t, n in sorted(group)
+                ],
+                validate_only=validate_only,
+            )
+            response = self.send(request, node_id=node)
+            assert isinstance(response, IncrementalAlterConfigsResponse)
+            out += [ConfigResourceResult(r.resource_type, r.resource_name, ErrorCode.for_code(r.error_code),
+                                         r.error_message, ()) for r in response.responses]
+        return out
+
+    # -- log dirs ------------------------------------------------------------------------------------
+
+    def describe_log_dirs(self, node_id: int, topics: Mapping[str, Sequence[int]] | None = None) -> list[LogDirResult]:
+        """Log dirs of one broker; ``topics`` None asks about every partition it hosts."""
+        request = DescribeLogDirsRequest(
+            topics=None if topics is None else [
+                DescribeLogDirsRequest.DescribableLogDirTopic(topic=t, partition_index=list(ps))
+                for t, ps in topics.items()
+            ])
+        response = self.send(request, node_id=node_id)
+        assert isinstance(response, DescribeLogDirsResponse)
+        return [
+            LogDirResult(
+                r.log_dir, ErrorCode.for_code(r.error_code),
+                tuple(LogDirPartition(t.name, p.partition_index, p.partition_size, p.offset_lag, p.is_future_key)
+                      for t in r.topics for p in t.partitions))
+            for r in response.results
+        ]
+
+    # -- produce -------------------------------------------------------------------------------------
+
+    def produce(
+        self,
+        topic: str,
+        partition: int,
+        records: Sequence[Record],
+        *,
+        acks: int = 1,
+        compression: int = CompressionType.NONE,
+        timeout_ms: int = 30_000,
+    ) -> ProduceResult | None:
+        """Append ``records`` (offsets ignored; keys, values, headers and timestamps kept) to one partition.
+
+        Returns None for acks=0, where the broker does not answer. The record format follows the Produce
+        version: v3+ a v2 batch, v2 magic 1, v0-1 magic 0 (headers cannot be carried there)."""
+        if not records:
+            raise ValueError("nothing to produce")
+
+        def attempt() -> ProduceResult | None:
+            conn = self.connection(self.leader_for(topic, partition))
+            version = self.version(conn, ApiKey.PRODUCE)
+            request = ProduceRequest(
+                acks=acks,
+                timeout_ms=timeout_ms,
+                topics=[ProduceRequest.TopicProduceData(
+                    name=topic,
+                    partitions=[ProduceRequest.TopicProduceData.PartitionProduceData(
+                        partition_index=partition, records=_encode_records(records, version, compression))])],
+            )
+            if version >= 3:
+                request.transactional_id = None
+            if acks == 0:
+                conn.send_no_response(request, version)
+                return None
+            response = conn.send(request, version, timeout_s=timeout_ms / 1000 + self.request_timeout_s)
+            assert isinstance(response, ProduceResponse)
+            p = response.responses[0].partitions[0]
+            code = ErrorCode.for_code(p.error_code)
+            if code != ErrorCode.NONE:
+                detail = p.error_message or "; ".join(
+                    f"record {e.batch_index}: {e.batch_index_error_message}" for e in p.record_errors)
+                raise KafkaError(code, f"produce to {topic}-{partition}: {detail or code.name}")
+            return ProduceResult(topic, partition, p.base_offset, p.log_append_time_ms, p.log_start_offset)
+
+        return self._retry(self._deadline(), attempt, "Produce")
+
+    # -- fetch ---------------------------------------------------------------------------------------
+
+    def fetch(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        max_wait_ms: int = 500,
+        min_bytes: int = 1,
+        max_bytes: int = 1 << 20,
+        isolation_level: int = READ_UNCOMMITTED,
+    ) -> FetchResult:
+        """One fetch from the leader; returns the records at or after ``offset`` (control records left out).
+
+        A partition error raises KafkaError (e.g. OFFSET_OUT_OF_RANGE) once rerouting could not help."""
+
+        def attempt() -> FetchResult:
+            conn = self.connection(self.leader_for(topic, partition))
+            version = self.version(conn, ApiKey.FETCH)
+            request = FetchRequest(
+                replica_id=CONSUMER_REPLICA_ID,
+                max_wait=max_wait_ms,
+                min_bytes=min_bytes,
+                max_bytes=max_bytes,
+                topics=[FetchRequest.FetchableTopic(
+                    name=topic,
+                    fetch_partitions=[FetchRequest.FetchableTopic.FetchPartition(
+                        partition_index=partition, fetch_offset=offset, max_bytes=max_bytes)])],
+            )
+            if version >= 4:
+                request.isolation_level = isolation_level
+            response = conn.send(request, version, timeout_s=max_wait_ms / 1000 + self.request_timeout_s)
+            assert isinstance(response, FetchResponse)
+            if response.error_code != ErrorCode.NONE:
+                raise KafkaError(ErrorCode.for_code(response.error_code), "fetch failed")
+            p = response.topics[0].partitions[0]
+            code = ErrorCode.for_code(p.error_code)
+            if code != ErrorCode.NONE:
+                raise KafkaError(code, f"fetch from {topic}-{partition} at offset {offset}: {code.name}")
+            records, next_offset = _decode_fetched(p.records or b"", offset)
+            return FetchResult(topic, partition, p.high_watermark, p.last_stable_offset, p.log_start_offset,
+                               records, next_offset)
+
+        return self._retry(self._deadline(), attempt, "Fetch")
+
+    # -- offsets -------------------------------------------------------------------------------------
+
+    def list_offsets(self, topic: str, timestamps: Mapping[int, int], *,
+                     isolation_level: int = READ_UNCOMMITTED) -> dict[int, OffsetResult]:
+        """For each partition, the offset of the first record at or after its timestamp (-1: the end,
+        -2: the log start). An offset of -1 in the result means no such record."""
+        deadline = self._deadline()
+        return {
+            p: self._retry(deadline, functools.partial(self._list_one, topic, p, ts, isolation_level), "ListOffsets")
+            for p, ts in timestamps.items()
+        }
+
+    def _list_one(self, topic: str, partition: int, timestamp: int, isolation_level: int) -> OffsetResult:
+        conn = self.connection(self.leader_for(topic, partition))
+        version = self.version(conn, ApiKey.LIST_OFFSETS)
+        part = ListOffsetRequest.ListOffsetTopic.ListOffsetPartition(partition_index=partition, timestamp=timestamp)
+        if version == 0:
+            part.max_num_offsets = 1
+        if version >= 4:
+            part.current_leader_epoch = -1
+        request = ListOffsetRequest(replica_id=CONSUMER_REPLICA_ID,
+                                    topics=[ListOffsetRequest.ListOffsetTopic(name=topic, partitions=[part])])
+        if version >= 2:
+            request.isolation_level = isolation_level
+        response = conn.send(request, version)
+        assert isinstance(response, ListOffsetResponse)
+        r = response.topics[0].partitions[0]
+        code = ErrorCode.for_code(r.error_code)
+        if code != ErrorCode.NONE:
+            raise KafkaError(code, f"list offsets of {topic}-{partition}: {code.name}")
+        if version == 0:
+            offset = r.old_style_offsets[0] if r.old_style_offsets else -1
+            return OffsetResult(topic, partition, offset, -1)
+        return OffsetResult(topic, partition, r.offset, r.timestamp, r.leader_epoch if version >= 4 else -1)
+
+    def delete_records(self, topic: str, offsets: Mapping[int, int], *,
+                       timeout_ms: int = 30_000) -> dict[int, int | KafkaError]:
+        """Move each partition's log start offset up to ``offsets[p]`` (-1: the high watermark); returns
+        the new low watermark per partition, or the KafkaError that partition got."""
+        out: dict[int, int | KafkaError] = {}
+        deadline = self._deadline()
+        for p, offset in offsets.items():
+            def attempt(p: int = p, offset: int = offset) -> int:
+                conn = self.connection(self.leader_for(topic, p))
+                request = DeleteRecordsRequest(
+                    topics=[DeleteRecordsRequest.DeleteRecordsTopic(
+                        name=topic, partitions=[DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition(
+                            partition_index=p, offset=offset)])],
+                    timeout_ms=timeout_ms)
+                response = conn.send(request, self.version(conn, ApiKey.DELETE_RECORDS))
+                assert isinstance(response, DeleteRecordsResponse)
+                r = response.topics[0].partitions[0]
+                code = ErrorCode.for_code(r.error_code)
+                if code != ErrorCode.NONE:
+                    raise KafkaError(code, f"delete records of {topic}-{p} before {offset}: {code.name}")
+                return r.low_watermark
+
+            try:
+                out[p] = self._retry(deadline, attempt, "DeleteRecords")
+            except KafkaError as e:
+                out[p] = e
+        return out
+
+
+def _v0_source(resource_type: int, is_default: bool) -> int:
+    """DescribeConfigs v0 carries only is_default; name the source the way Kafka's AdminClient does."""
+    if is_default:
+        return ConfigSource.DEFAULT_CONFIG
+    if resource_type == ConfigResourceType.TOPIC:
+        return ConfigSource.DYNAMIC_TOPIC_CONFIG
+    return ConfigSource.UNKNOWN
+
+
+def _encode_records(records: Sequence[Record], produce_version: int, compression: int) -> bytes:
+    now = int(time.time() * 1000)
+    if produce_version >= 3:
+        builder = RecordBatchBuilder(compression=compression)
+        for i, r in enumerate(records):
+            builder.append_record(i, r.timestamp if r.timestamp >= 0 else now, r.key, r.value, r.headers)
+        return builder.build()
+    if compression == CompressionType.ZSTD:
+        raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7+")
+    magic = MAGIC_V1 if produce_version >= 2 else MAGIC_V0
+    if any(r.headers for r in records):
+        raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, f"Produce v{produce_version} cannot carry record headers")
+    legacy = [Record(i, (r.timestamp if r.timestamp >= 0 else now) if magic == MAGIC_V1 else -1, r.key, r.value)
+              for i, r in enumerate(records)]
+    return build_message_set(legacy, magic=magic, compression=compression)
+
+
+def _decode_fetched(data: Buffer, fetch_offset: int) -> tuple[list[Record], int]:
+    """Records at or after ``fetch_offset`` from a fetched record set; a partial trailing batch (the broker
+    may cut the set at max_bytes) is left for the next fetch."""
+    out: list[Record] = []
+    next_offset = fetch_offset
+    for header in iter_batches(data):
+        next_offset = max(next_offset, header.next_offset)
+        if header.is_control:
+            continue
+        out += [r for r in decode_records(data, header) if r.offset >= fetch_offset]
+    return out, next_offset
