@@ -5,7 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-APT_PACKAGES=()   # grows as tests need real peers (zookeeper, kcat, ...)
+# kcat: Debian's librdkafka-based client, a peer in tests/integration; nodejs/npm run kafkajs there.
+APT_PACKAGES=(kcat nodejs)
+# npm is its own Debian package, but a nodejs from elsewhere bundles it and would conflict with Debian's.
+command -v npm >/dev/null 2>&1 || APT_PACKAGES+=(npm)
 if [ ${#APT_PACKAGES[@]} -gt 0 ]; then
   missing=()
   for p in "${APT_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
@@ -18,6 +21,13 @@ fi
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+
+# kafkajs for tests/integration, pinned by tests/js/package-lock.json; `npm ci` only when the lockfile
+# changed since the last install, so a warm machine pays nothing.
+if ! cmp -s tests/js/package-lock.json tests/js/node_modules/.sofakafka-installed-lock; then
+  (cd tests/js && npm ci --no-audit --no-fund --loglevel=error)
+  cp tests/js/package-lock.json tests/js/node_modules/.sofakafka-installed-lock
+fi
 
 echo "== ruff";         .venv/bin/ruff check sofakafka tests bench tools
 echo "== mypy";         .venv/bin/mypy
