@@ -1,0 +1,556 @@
+"""The controller: election, partition leadership and topic deletion, driven by the metadata tree.
+
+Kafka 2.6's controller model, kept so that issue 6 (several brokers, ZooKeeper) extends rather than rewrites it:
+
+* **Election.** Every broker runs a :class:`KafkaController`. The one that creates the ephemeral ``/controller``
+  znode, in the same multi-op that bumps ``/controller_epoch`` on its expected znode version, is active. Every
+  later controller write is a multi-op whose first operation checks that version (:meth:`_fenced`), so a
+  deposed controller cannot write; a failed check makes it resign. Everybody watches ``/controller`` and runs
+  the election again when it disappears. A single broker simply wins.
+* **One thread.** Watch callbacks (which arrive on the store's event thread) and the public methods only put
+  events on a queue; a dedicated thread applies them in order to the controller's in-memory context and writes
+  the results, like Kafka's ControllerEventManager. No locks are needed inside.
+* **Partition leadership.** A new partition gets the first live replica of its assignment as leader and all
+  live replicas as ISR, leader epoch 0, in ``/brokers/topics/<t>/partitions/<p>/state``. When a leader's broker
+  goes away another live ISR member is elected (leader epoch + 1); when no ISR member is alive the partition
+  keeps its last ISR with leader -1 (leader epoch + 1) and gets its leader back when a replica returns. Every
+  change of leader or ISR bumps the leader epoch; an unchanged partition is never rewritten, so a broker that
+  restarts and finds itself leader of its partitions keeps their epochs.
+* **Topic deletion.** A marker ``/admin/delete_topics/<t>`` starts it. The controller asks every replica's
+  broker to stop and delete its replica through the :class:`StopReplicaSender` hook (the StopReplica request of
+  a multi-broker cluster; a single broker deletes its local logs). Brokers report back with
+  :meth:`KafkaController.replica_deletion_done`; when every replica is gone the controller removes
+  ``/brokers/topics/<t>`` (recursively), ``/config/topics/<t>`` and the marker in one fenced multi-op.
+  Replicas on dead brokers wait until their broker returns. Without a sender, deletion completes at once.
+  With ``delete_topic_enable=False`` markers are removed and nothing is deleted, as in Kafka.
+
+Public API::
+
+    controller = KafkaController(store, broker_id, delete_topic_enable=True, stop_replica_sender=None)
+    controller.startup()                    # begins the election; returns at once
+    controller.is_active / controller.epoch / controller.epoch_zk_version
+    controller.wait_idle(timeout) -> bool   # every event queued so far has been applied (tests, shutdown)
+    controller.replica_deletion_done(broker_id, {TopicPartition: ErrorCode})   # any thread
+    controller.shutdown()                   # stops the thread; the session's close removes /controller
+
+Not here yet (issue 6): ISR change notifications, reassignments, preferred-leader election, controlled
+shutdown, LeaderAndIsr/UpdateMetadata requests to other brokers (brokers learn partition state from the tree
+through their :class:`~sofakafka.controller.metadata.MetadataCache`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from sofakafka.controller import zk_data, zk_paths
+from sofakafka.controller.store import (
+    BadVersionError,
+    CheckOp,
+    CreateOp,
+    DeleteOp,
+    EventType,
+    MetadataStore,
+    NodeExistsError,
+    NoNodeError,
+    Op,
+    SetDataOp,
+    StoreError,
+    WatchedEvent,
+    ZnodeStat,
+)
+from sofakafka.controller.zk_data import (
+    ControllerRegistration,
+    PartitionState,
+    TopicAssignment,
+    TopicPartition,
+)
+from sofakafka.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+INITIAL_CONTROLLER_EPOCH = 0
+NO_LEADER = -1
+
+
+class StopReplicaSender(Protocol):
+    """Where the controller sends StopReplica(delete=True) for a topic being deleted.
+
+    ``stop_replicas`` must not block for long: it hands the work off and reports the outcome later (or right
+    away, from any thread) through :meth:`KafkaController.replica_deletion_done`.
+    """
+
+    def stop_replicas(self, broker_id: int, partitions: Sequence[TopicPartition]) -> None: ...
+
+
+class ControllerMovedError(StoreError):
+    """A fenced write failed its epoch check: another controller was elected since."""
+
+
+@dataclass
+class _PartitionContext:
+    state: PartitionState | None
+    zk_version: int  # of the state znode, -1 when there is none yet
+
+
+class KafkaController:
+    def __init__(
+        self,
+        store: MetadataStore,
+        broker_id: int,
+        *,
+        delete_topic_enable: bool = True,
+        stop_replica_sender: StopReplicaSender | None = None,
+        unclean_leader_election_enable: bool = False,
+    ) -> None:
+        self._store = store
+        self.broker_id = broker_id
+        self.delete_topic_enable = delete_topic_enable
+        self._sender = stop_replica_sender
+        self.unclean_leader_election_enable = unclean_leader_election_enable
+        self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+        # --- the context: touched only by the controller thread
+        self._active = False
+        self._epoch = INITIAL_CONTROLLER_EPOCH
+        self._epoch_zk_version = -1
+        self._live_brokers: dict[int, int] = {}  # broker id -> broker epoch (czxid)
+        self._assignments: dict[str, dict[int, list[int]]] = {}
+        self._partitions: dict[TopicPartition, _PartitionContext] = {}
+        self._topics_to_delete: set[str] = set()
+        self._deletion_pending: dict[str, set[tuple[int, int]]] = {}  # topic -> {(broker, partition)} in flight
+        self._deletion_done: dict[str, set[tuple[int, int]]] = {}
+
+    # ------------------------------------------------------------------------------------- public API
+
+    @property
+    def is_active(self) -> bool:
+        return self._active
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    @property
+    def epoch_zk_version(self) -> int:
+        return self._epoch_zk_version
+
+    def startup(self) -> None:
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name=f"controller-{self.broker_id}", daemon=True)
+        self._thread.start()
+        self._queue.put(self._elect)
+
+    def shutdown(self) -> None:
+        """Stop processing events. Ephemeral ``/controller`` stays until the store session closes, as a Kafka
+        broker keeps it until its ZooKeeper session ends."""
+        if self._thread is None or self._stopped:
+            return
+        self._stopped = True
+        self._queue.put(None)
+        self._thread.join()
+        self._active = False
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """True once every event queued before the call has been applied (and its watch events, already
+        committed by then, delivered and applied)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for _ in range(2):
+            # Deliver pending watch events, then drain our queue; twice, since applying events may write
+            # znodes whose watches queue more work for us.
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            self._store.sync(remaining)
+            done = threading.Event()
+            self._queue.put(done.set)
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not done.wait(remaining):
+                return False
+        return True
+
+    def replica_deletion_done(self, broker_id: int, results: Mapping[TopicPartition, ErrorCode]) -> None:
+        """The StopReplica outcome of ``broker_id``'s replicas; NONE means deleted."""
+        copied = dict(results)
+        self._queue.put(lambda: self._on_replica_deletion_done(broker_id, copied))
+
+    # ----------------------------------------------------------------------------------------- thread
+
+    def _run(self) -> None:
+        while True:
+            task = self._queue.get()
+            if task is None:
+                return
+            try:
+                task()
+            except ControllerMovedError:
+                log.info("controller %d lost its epoch fence; resigning", self.broker_id)
+                self._resign()
+            except Exception:  # one failed event must not stop the controller
+                log.exception("controller %d failed to process an event", self.broker_id)
+
+    def _post(self, task: Callable[[], None]) -> None:
+        if not self._stopped:
+            self._queue.put(task)
+
+    def _watch(self, event: WatchedEvent) -> None:
+        """Runs on the store's event thread: only classifies the event and queues the work."""
+        path = event.path
+        if path == zk_paths.CONTROLLER_PATH:
+            self._post(self._elect)
+        elif path == zk_paths.BROKER_IDS_PATH:
+            self._post(self._on_broker_change)
+        elif path == zk_paths.TOPICS_PATH:
+            self._post(self._on_topic_change)
+        elif path == zk_paths.DELETE_TOPICS_PATH:
+            self._post(self._on_topic_deletion)
+        elif path.startswith(zk_paths.TOPICS_PATH + "/") and event.type != EventType.CHILD:
+            topic = path[len(zk_paths.TOPICS_PATH) + 1 :]
+            if "/" not in topic:
+                self._post(lambda: self._on_partition_modification(topic))
+
+    # --------------------------------------------------------------------------------------- election
+
+    def _elect(self) -> None:
+        store = self._store
+        if self._active:
+            # Still ours? (The /controller watch fires for our own changes too.)
+            stat = store.exists(zk_paths.CONTROLLER_PATH, self._watch)
+            if stat is not None and stat.ephemeral_owner == store.session_id:
+                return
+            self._resign()
+        try:
+            data, stat = store.get(zk_paths.CONTROLLER_EPOCH_PATH)
+            epoch, epoch_version = zk_data.decode_controller_epoch(data), stat.version
+        except NoNodeError:
+            try:
+                store.create(
+                    zk_paths.CONTROLLER_EPOCH_PATH, zk_data.encode_controller_epoch(INITIAL_CONTROLLER_EPOCH)
+                )
+            except NodeExistsError:
+                pass
+            self._post(self._elect)
+            return
+        registration = ControllerRegistration(self.broker_id, int(time.time() * 1000))
+        try:
+            results = store.multi(
+                [
+                    CreateOp(zk_paths.CONTROLLER_PATH, registration.encode(), ephemeral=True),
+                    SetDataOp(zk_paths.CONTROLLER_EPOCH_PATH, zk_data.encode_controller_epoch(epoch + 1), epoch_version),
+                ]
+            )
+        except (NodeExistsError, BadVersionError):
+            # Somebody else is (or just became) controller; follow it and run again when it goes.
+            if store.exists(zk_paths.CONTROLLER_PATH, self._watch) is None:
+                self._post(self._elect)
+            return
+        new_stat = results[1]
+        assert isinstance(new_stat, ZnodeStat)
+        self._epoch = epoch + 1
+        self._epoch_zk_version = new_stat.version
+        self._active = True
+        store.exists(zk_paths.CONTROLLER_PATH, self._watch)
+        log.info("broker %d is the controller (epoch %d)", self.broker_id, self._epoch)
+        self._on_controller_failover()
+
+    def _resign(self) -> None:
+        self._active = False
+        self._live_brokers.clear()
+        self._assignments.clear()
+        self._partitions.clear()
+        self._topics_to_delete.clear()
+        self._deletion_pending.clear()
+        self._deletion_done.clear()
+        with contextlib.suppress(StoreError):
+            if self._store.exists(zk_paths.CONTROLLER_PATH, self._watch) is None:
+                self._post(self._elect)
+
+    def _fenced(self, ops: Sequence[Op]) -> None:
+        """A controller write: applied only while our epoch is still the current one."""
+        try:
+            self._store.multi([CheckOp(zk_paths.CONTROLLER_EPOCH_PATH, self._epoch_zk_version), *ops])
+        except BadVersionError as exc:
+            if exc.op_index == 0:
+                raise ControllerMovedError("controller epoch changed", zk_paths.CONTROLLER_EPOCH_PATH) from exc
+            raise
+
+    # -------------------------------------------------------------------------------------- failover
+
+    def _on_controller_failover(self) -> None:
+        store = self._store
+        for path in (zk_paths.BROKER_IDS_PATH, zk_paths.TOPICS_PATH, zk_paths.DELETE_TOPICS_PATH):
+            store.ensure_path(path)
+        self._live_brokers = self._read_live_brokers()
+        for topic in store.get_children(zk_paths.TOPICS_PATH, self._watch):
+            self._load_topic(topic)
+        # Partitions that never got a state, or whose leader is gone, need an election.
+        needs_election = [
+            tp
+            for tp, ctx in self._partitions.items()
+            if ctx.state is None or ctx.state.leader not in self._live_brokers
+        ]
+        self._elect_leaders(needs_election)
+        self._on_topic_deletion()
+
+    def _read_live_brokers(self) -> dict[int, int]:
+        live: dict[int, int] = {}
+        for child in self._store.get_children(zk_paths.BROKER_IDS_PATH, self._watch):
+            if not child.isdigit():
+                continue
+            stat = self._store.exists(zk_paths.broker_id_path(int(child)))
+            if stat is not None:
+                live[int(child)] = stat.czxid
+        return live
+
+    def _load_topic(self, topic: str) -> list[TopicPartition]:
+        """Read a topic's assignment (and arm its watch) and the states of partitions not yet known;
+        returns the partitions that were new to the context."""
+        try:
+            data, _ = self._store.get(zk_paths.topic_path(topic), self._watch)
+        except NoNodeError:
+            return []
+        assignment = TopicAssignment.decode(topic, data).partitions
+        self._assignments[topic] = {p: list(r) for p, r in assignment.items()}
+        added: list[TopicPartition] = []
+        for partition in sorted(assignment):
+            tp = TopicPartition(topic, partition)
+            if tp in self._partitions:
+                continue
+            added.append(tp)
+            try:
+                raw, stat = self._store.get(zk_paths.topic_partition_state_path(topic, partition))
+                self._partitions[tp] = _PartitionContext(PartitionState.decode(raw), stat.version)
+            except NoNodeError:
+                self._partitions[tp] = _PartitionContext(None, -1)
+        return added
+
+    # ---------------------------------------------------------------------------------------- events
+
+    def _on_broker_change(self) -> None:
+        if not self._active:
+            return
+        previous = self._live_brokers
+        current = self._read_live_brokers()
+        self._live_brokers = current
+        # A broker whose registration czxid changed restarted in between: it failed, then started.
+        bounced = {b for b in previous.keys() & current.keys() if previous[b] != current[b]}
+        dead = (previous.keys() - current.keys()) | bounced
+        new = (current.keys() - previous.keys()) | bounced
+        if dead:
+            log.info("controller: brokers %s went away", sorted(dead))
+            self._on_brokers_failure(dead)
+        if new:
+            log.info("controller: brokers %s started", sorted(new))
+            offline = [
+                tp
+                for tp, ctx in self._partitions.items()
+                if tp.topic not in self._topics_to_delete
+                and (ctx.state is None or ctx.state.leader not in current)
+            ]
+            self._elect_leaders(offline)
+            self._resume_deletions()
+
+    def _on_topic_change(self) -> None:
+        if not self._active:
+            return
+        topics = set(self._store.get_children(zk_paths.TOPICS_PATH, self._watch))
+        for gone in set(self._assignments) - topics:
+            self._forget_topic(gone)
+        for topic in sorted(topics - set(self._assignments)):
+            self._elect_leaders(self._load_topic(topic))
+
+    def _on_partition_modification(self, topic: str) -> None:
+        if not self._active:
+            return
+        if topic in self._topics_to_delete:
+            # Kafka ignores partitions added to a topic being deleted; the deletion removes them anyway.
+            with contextlib.suppress(NoNodeError):
+                self._store.get(zk_paths.topic_path(topic), self._watch)
+            return
+        if topic not in self._assignments:
+            return  # a new topic: the /brokers/topics child watch handles it
+        self._elect_leaders(self._load_topic(topic))
+
+    # ------------------------------------------------------------------------------- leader election
+
+    def _elect_leaders(self, partitions: Sequence[TopicPartition]) -> None:
+        """Give each partition a live leader if it can have one; partitions without a state znode are new."""
+        new_states: list[Op] = []
+        created: set[str] = set()
+        for tp in sorted(partitions):
+            ctx = self._partitions.get(tp)
+            if ctx is None:
+                continue
+            replicas = self._assignments.get(tp.topic, {}).get(tp.partition, [])
+            live = [r for r in replicas if r in self._live_brokers]
+            if ctx.state is None:
+                if not live:
+                    log.warning("controller: no live replica for new partition %s (replicas %s)", tp, replicas)
+                    continue
+                state = PartitionState(live[0], 0, self._epoch, tuple(live))
+                new_states += self._create_state_ops(tp, state, created)
+                ctx.state, ctx.zk_version = state, 0
+                continue
+            old = ctx.state
+            if old.leader in self._live_brokers:
+                continue
+            candidates = [r for r in live if r in old.isr]
+            if candidates:
+                leader = candidates[0]
+                isr = tuple(r for r in old.isr if r in self._live_brokers)
+            elif live and self.unclean_leader_election_enable:
+                leader, isr = live[0], (live[0],)
+            else:
+                if old.leader == NO_LEADER:
+                    continue  # already leaderless; wait for an ISR member to return
+                leader, isr = NO_LEADER, old.isr
+            self._update_state(tp, ctx, PartitionState(leader, old.leader_epoch + 1, self._epoch, isr))
+        if new_states:
+            self._fenced(new_states)
+
+    def _create_state_ops(self, tp: TopicPartition, state: PartitionState, created: set[str]) -> list[Op]:
+        """Ops creating the state znode and whichever parents neither exist nor are in ``created`` (parents
+        this same multi-op creates); multi-ops cannot "create if missing", so look first."""
+        ops: list[Op] = []
+        for path in (zk_paths.topic_partitions_path(tp.topic), zk_paths.topic_partition_path(tp.topic, tp.partition)):
+            if path not in created and self._store.exists(path) is None:
+                created.add(path)
+                ops.append(CreateOp(path))
+        ops.append(CreateOp(zk_paths.topic_partition_state_path(tp.topic, tp.partition), state.encode()))
+        return ops
+
+    def _update_state(self, tp: TopicPartition, ctx: _PartitionContext, state: PartitionState) -> None:
+        path = zk_paths.topic_partition_state_path(tp.topic, tp.partition)
+        try:
+            self._fenced([SetDataOp(path, state.encode(), ctx.zk_version)])
+        except BadVersionError:
+            # The leader changed the ISR itself since we read it (issue 6): start from its version.
+            raw, stat = self._store.get(path)
+            ctx.state, ctx.zk_version = PartitionState.decode(raw), stat.version
+            return
+        ctx.state, ctx.zk_version = state, ctx.zk_version + 1
+
+    def _on_brokers_failure(self, dead: set[int]) -> None:
+        led_by_dead = [
+            tp
+            for tp, ctx in self._partitions.items()
+            if ctx.state is not None and ctx.state.leader in dead and tp.topic not in self._topics_to_delete
+        ]
+        self._elect_leaders(led_by_dead)
+        # Dead followers leave the ISR (never emptying it: the last member stays as a record of who was
+        # in sync, which a later election needs).
+        for tp, ctx in sorted(self._partitions.items()):
+            state = ctx.state
+            if state is None or tp.topic in self._topics_to_delete:
+                continue
+            isr = tuple(r for r in state.isr if r not in dead)
+            if not isr or isr == state.isr:
+                continue
+            leader = state.leader if state.leader not in dead else NO_LEADER
+            self._update_state(tp, ctx, PartitionState(leader, state.leader_epoch + 1, self._epoch, isr))
+        for topic in list(self._topics_to_delete):
+            pending = self._deletion_pending.get(topic, set())
+            # Requests sent to a dead broker will never be answered: resend when it comes back.
+            pending -= {(b, p) for b, p in pending if b in dead}
+
+    # ---------------------------------------------------------------------------------- topic deletion
+
+    def _on_topic_deletion(self) -> None:
+        if not self._active:
+            return
+        marked = set(self._store.get_children(zk_paths.DELETE_TOPICS_PATH, self._watch))
+        unknown = {t for t in marked if t not in self._assignments}
+        if unknown:
+            log.info("controller: removing deletion markers of unknown topics %s", sorted(unknown))
+            self._delete_markers(unknown)
+        marked -= unknown
+        if not marked:
+            return
+        if not self.delete_topic_enable:
+            log.info("controller: delete.topic.enable is false; removing deletion markers %s", sorted(marked))
+            self._delete_markers(marked)
+            return
+        for topic in sorted(marked - self._topics_to_delete):
+            self._topics_to_delete.add(topic)
+            self._deletion_pending[topic] = set()
+            self._deletion_done[topic] = set()
+        self._resume_deletions()
+
+    def _delete_markers(self, topics: set[str]) -> None:
+        for topic in sorted(topics):
+            with contextlib.suppress(NoNodeError):
+                self._fenced([DeleteOp(zk_paths.delete_topic_path(topic))])
+
+    def _resume_deletions(self) -> None:
+        for topic in sorted(self._topics_to_delete):
+            replicas = {
+                (broker, partition)
+                for partition, brokers in self._assignments.get(topic, {}).items()
+                for broker in brokers
+            }
+            done = self._deletion_done[topic]
+            pending = self._deletion_pending[topic]
+            to_send: dict[int, list[TopicPartition]] = {}
+            for broker, partition in sorted(replicas - done - pending):
+                if broker in self._live_brokers:
+                    to_send.setdefault(broker, []).append(TopicPartition(topic, partition))
+            if self._sender is None:
+                done |= {(b, tp.partition) for b, tps in to_send.items() for tp in tps}
+            else:
+                for broker, tps in to_send.items():
+                    pending |= {(broker, tp.partition) for tp in tps}
+                    self._sender.stop_replicas(broker, tps)
+            if replicas <= done:
+                self._complete_delete_topic(topic)
+
+    def _on_replica_deletion_done(self, broker_id: int, results: Mapping[TopicPartition, ErrorCode]) -> None:
+        if not self._active:
+            return
+        retry = False
+        for tp, error in results.items():
+            if tp.topic not in self._topics_to_delete:
+                continue
+            self._deletion_pending[tp.topic].discard((broker_id, tp.partition))
+            if error == ErrorCode.NONE:
+                self._deletion_done[tp.topic].add((broker_id, tp.partition))
+            else:
+                log.warning("controller: broker %d failed to delete %s: %s", broker_id, tp, error.name)
+                retry = True
+        if retry:
+            # Kafka marks such replicas ineligible and retries later; a short pause keeps us from spinning.
+            threading.Timer(1.0, lambda: self._post(self._resume_deletions)).start()
+        else:
+            self._resume_deletions()
+
+    def _complete_delete_topic(self, topic: str) -> None:
+        store = self._store
+        ops: list[Op] = []
+        with contextlib.suppress(NoNodeError):
+            for partition in store.get_children(zk_paths.topic_partitions_path(topic)):
+                partition_path = f"{zk_paths.topic_partitions_path(topic)}/{partition}"
+                for child in store.get_children(partition_path):
+                    ops.append(DeleteOp(f"{partition_path}/{child}"))
+                ops.append(DeleteOp(partition_path))
+            ops.append(DeleteOp(zk_paths.topic_partitions_path(topic)))
+        ops.append(DeleteOp(zk_paths.topic_path(topic)))
+        if store.exists(zk_paths.config_topic_path(topic)) is not None:
+            ops.append(DeleteOp(zk_paths.config_topic_path(topic)))
+        if store.exists(zk_paths.delete_topic_path(topic)) is not None:
+            ops.append(DeleteOp(zk_paths.delete_topic_path(topic)))
+        self._fenced(ops)
+        log.info("controller: deleted topic %s", topic)
+        self._forget_topic(topic)
+
+    def _forget_topic(self, topic: str) -> None:
+        self._assignments.pop(topic, None)
+        for tp in [tp for tp in self._partitions if tp.topic == topic]:
+            del self._partitions[tp]
+        self._topics_to_delete.discard(topic)
+        self._deletion_pending.pop(topic, None)
+        self._deletion_done.pop(topic, None)

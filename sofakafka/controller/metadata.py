@@ -1,0 +1,406 @@
+"""The broker's view of the cluster, kept current from the metadata tree by watches.
+
+Kafka brokers learn partition state from the controller's UpdateMetadata requests; ours read the same facts
+straight from the tree (``/brokers/ids``, ``/brokers/topics``, partition ``state`` znodes, ``/config/topics``,
+``/config/brokers``, ``/admin/delete_topics``, ``/controller``, ``/cluster/id``), so one mechanism serves the
+single broker and, in issue 6, every broker of a ZooKeeper cluster.
+
+Public API::
+
+    cache = MetadataCache(store)
+    cache.start()                       # initial load and watches; returns once the view is complete
+    snap = cache.snapshot()             # an immutable ClusterMetadata; never changes under the reader
+    snap.brokers[1].endpoints, snap.topics["orders"].partitions[0].leader, snap.topic_configs["orders"],
+    snap.partition("orders", 0), snap.controller_id, snap.cluster_id, snap.deleting
+    cache.wait_until(lambda snap: ..., timeout) -> bool
+    cache.add_listener(fn)              # fn(new_snapshot) after every change
+    cache.close()
+
+Threads. Watch callbacks arrive on the store's event thread; the cache re-reads the changed znode right there
+(reads are cheap, and the store allows calls from callbacks), updates its model under a lock and publishes a
+new :class:`ClusterMetadata` by swapping one reference. Readers on any thread (the asyncio loop included) take
+``snapshot()`` without blocking and keep a consistent view for as long as they hold it. Listeners run on the
+store's event thread, after the swap: an asyncio owner should hop with ``loop.call_soon_threadsafe``.
+
+Topics marked for deletion leave ``topics`` at once (Kafka's brokers stop serving them when deletion
+starts) and stay visible in ``deleting`` until the controller removes them. A partition whose state znode
+does not exist yet (the controller has not elected its leader) has ``leader`` -1 and ``leader_epoch`` -1.
+``offline_replicas`` are replicas whose broker is not registered.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from sofakafka.controller import zk_data, zk_paths
+from sofakafka.controller.store import EventType, MetadataStore, NoNodeError, StoreError, WatchedEvent
+from sofakafka.controller.zk_data import BrokerEndpoint, BrokerRegistration, PartitionState, TopicAssignment
+
+log = logging.getLogger(__name__)
+
+NO_LEADER = -1
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class PartitionMetadata:
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+    controller_epoch: int = -1
+    zk_version: int = -1
+    """Version of the state znode: the token a leader conditions its ISR writes on (issue 6)."""
+
+
+@dataclass(frozen=True)
+class TopicMetadata:
+    name: str
+    partitions: Mapping[int, PartitionMetadata]
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name in ("__consumer_offsets", "__transaction_state")
+
+    @property
+    def replication_factor(self) -> int:
+        first = self.partitions.get(0)
+        return len(first.replicas) if first is not None else 0
+
+
+@dataclass(frozen=True)
+class ClusterMetadata:
+    """One consistent view; ``version`` grows with every change the cache applied."""
+
+    version: int = 0
+    cluster_id: str | None = None
+    controller_id: int = -1
+    brokers: Mapping[int, BrokerRegistration] = field(default_factory=dict)
+    topics: Mapping[str, TopicMetadata] = field(default_factory=dict)
+    deleting: Mapping[str, TopicMetadata] = field(default_factory=dict)
+    topic_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Overrides per topic (defaults are the broker's); every topic has an entry once its config is read."""
+    broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Dynamic overrides keyed by broker id as text, or ``<default>`` for the cluster-wide defaults."""
+
+    def partition(self, topic: str, partition: int) -> PartitionMetadata | None:
+        found = self.topics.get(topic)
+        return None if found is None else found.partitions.get(partition)
+
+    def topic_config(self, topic: str) -> Mapping[str, str]:
+        return self.topic_configs.get(topic, _EMPTY)
+
+    def broker_config(self, broker_id: int | None) -> Mapping[str, str]:
+        key = zk_paths.DEFAULT_ENTITY_NAME if broker_id is None else str(broker_id)
+        return self.broker_configs.get(key, _EMPTY)
+
+    def endpoint(self, broker_id: int, listener_name: str) -> BrokerEndpoint | None:
+        """The broker's endpoint on the listener a client connected through (Kafka answers each client
+        with the endpoints of its own listener)."""
+        broker = self.brokers.get(broker_id)
+        if broker is None:
+            return None
+        return next((e for e in broker.endpoints if e.listener_name == listener_name), None)
+
+    def alive_broker_ids(self) -> list[int]:
+        return sorted(self.brokers)
+
+
+Listener = Callable[[ClusterMetadata], None]
+
+
+@dataclass
+class _TopicModel:
+    assignment: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    states: dict[int, tuple[PartitionState, int]] = field(default_factory=dict)
+    built: TopicMetadata | None = None  # cache, dropped on any change to the topic or to live brokers
+
+
+class MetadataCache:
+    def __init__(self, store: MetadataStore) -> None:
+        self._store = store
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        self._listeners: list[Listener] = []
+        self._closed = False
+        # --- the model, guarded by _lock
+        self._cluster_id: str | None = None
+        self._controller_id = -1
+        self._brokers: dict[int, BrokerRegistration] = {}
+        self._topics: dict[str, _TopicModel] = {}
+        self._deleting: set[str] = set()
+        self._topic_configs: dict[str, Mapping[str, str]] = {}
+        self._broker_configs: dict[str, Mapping[str, str]] = {}
+        self._version = 0
+        self._snapshot = ClusterMetadata()
+
+    # ------------------------------------------------------------------------------------- public API
+
+    def start(self) -> None:
+        with self._lock:
+            for path in (
+                zk_paths.BROKER_IDS_PATH,
+                zk_paths.TOPICS_PATH,
+                zk_paths.DELETE_TOPICS_PATH,
+                zk_paths.config_entity_type_path(zk_paths.CONFIG_TYPE_TOPICS),
+                zk_paths.config_entity_type_path(zk_paths.CONFIG_TYPE_BROKERS),
+            ):
+                self._store.ensure_path(path)
+            self._load_cluster_id()
+            self._load_controller()
+            self._load_brokers()
+            self._load_topics()
+            self._load_deletions()
+            self._load_broker_configs()
+            self._publish()
+
+    def close(self) -> None:
+        """Stop applying changes (watches already armed fire into nothing)."""
+        with self._lock:
+            self._closed = True
+            self._changed.notify_all()
+
+    def snapshot(self) -> ClusterMetadata:
+        return self._snapshot
+
+    def wait_until(self, predicate: Callable[[ClusterMetadata], bool], timeout: float | None) -> bool:
+        """Block until ``predicate(snapshot)`` holds (True) or ``timeout`` seconds pass (False). For worker
+        threads: CreateTopics waiting for leaders, DeleteTopics waiting for the topic to go."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._closed or predicate(self._snapshot), timeout)
+            return predicate(self._snapshot)
+
+    def add_listener(self, listener: Listener) -> None:
+        with self._lock:
+            self._listeners.append(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        with self._lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+    # ----------------------------------------------------------------------------------------- watches
+
+    def _watch(self, event: WatchedEvent) -> None:
+        """On the store's event thread: re-read what changed, then publish."""
+        try:
+            with self._lock:
+                if self._closed:
+                    return
+                if not self._dispatch(event):
+                    return
+                snapshot = self._publish()
+                listeners = list(self._listeners)
+        except StoreError as exc:
+            log.warning("metadata cache could not apply %s on %s: %s", event.type.name, event.path, exc)
+            return
+        for listener in listeners:
+            try:
+                listener(snapshot)
+            except Exception:  # a listener's bug must not stop metadata updates
+                log.exception("metadata listener failed")
+
+    def _dispatch(self, event: WatchedEvent) -> bool:
+        path = event.path
+        parts = path.strip("/").split("/")
+        if path == zk_paths.CLUSTER_ID_PATH:
+            self._load_cluster_id()
+        elif path == zk_paths.CONTROLLER_PATH:
+            self._load_controller()
+        elif path == zk_paths.BROKER_IDS_PATH:
+            self._load_brokers()
+        elif parts[:2] == ["brokers", "ids"] and len(parts) == 3:
+            self._load_broker(int(parts[2]))
+        elif path == zk_paths.TOPICS_PATH:
+            self._load_topics()
+        elif parts[:2] == ["brokers", "topics"] and len(parts) == 3:
+            if event.type != EventType.CHILD:
+                self._load_topic(parts[2])
+        elif parts[:2] == ["brokers", "topics"] and len(parts) == 6 and parts[5] == "state":
+            self._load_state(parts[2], int(parts[4]))
+        elif path == zk_paths.DELETE_TOPICS_PATH:
+            self._load_deletions()
+        elif parts[:2] == ["config", "topics"] and len(parts) == 3:
+            self._load_topic_config(parts[2])
+        elif path == zk_paths.config_entity_type_path(zk_paths.CONFIG_TYPE_BROKERS):
+            self._load_broker_configs()
+        elif parts[:2] == ["config", "brokers"] and len(parts) == 3:
+            self._load_broker_config(parts[2])
+        else:
+            return False
+        return True
+
+    def _get(self, path: str) -> bytes | None:
+        """Data with a watch; a missing znode gets an existence watch, so its creation is seen too."""
+        while True:
+            try:
+                data, _ = self._store.get(path, self._watch)
+                return data
+            except NoNodeError:
+                if self._store.exists(path, self._watch) is None:
+                    return None
+
+    def _get_with_version(self, path: str) -> tuple[bytes, int] | None:
+        while True:
+            try:
+                data, stat = self._store.get(path, self._watch)
+                return data, stat.version
+            except NoNodeError:
+                if self._store.exists(path, self._watch) is None:
+                    return None
+
+    def _children(self, path: str) -> list[str] | None:
+        while True:
+            try:
+                return self._store.get_children(path, self._watch)
+            except NoNodeError:
+                if self._store.exists(path, self._watch) is None:
+                    return None
+
+    # ------------------------------------------------------------------------------------------ loaders
+
+    def _load_cluster_id(self) -> None:
+        data = self._get(zk_paths.CLUSTER_ID_PATH)
+        self._cluster_id = None if data is None else zk_data.decode_cluster_id(data)
+
+    def _load_controller(self) -> None:
+        data = self._get(zk_paths.CONTROLLER_PATH)
+        self._controller_id = -1 if data is None else zk_data.ControllerRegistration.decode(data).broker_id
+
+    def _load_brokers(self) -> None:
+        ids = {int(c) for c in self._children(zk_paths.BROKER_IDS_PATH) or [] if c.isdigit()}
+        for gone in set(self._brokers) - ids:
+            del self._brokers[gone]
+        for broker_id in sorted(ids - set(self._brokers)):
+            self._load_broker(broker_id)
+        self._invalidate_all()
+
+    def _load_broker(self, broker_id: int) -> None:
+        try:
+            data, _ = self._store.get(zk_paths.broker_id_path(broker_id), self._watch)
+        except NoNodeError:
+            self._brokers.pop(broker_id, None)  # the child watch on /brokers/ids tells us the rest
+        else:
+            self._brokers[broker_id] = BrokerRegistration.decode(broker_id, data)
+        self._invalidate_all()
+
+    def _load_topics(self) -> None:
+        names = set(self._children(zk_paths.TOPICS_PATH) or [])
+        for gone in set(self._topics) - names:
+            del self._topics[gone]
+            self._topic_configs.pop(gone, None)
+        for topic in sorted(names - set(self._topics)):
+            self._topics[topic] = _TopicModel()
+            self._load_topic(topic)
+            self._load_topic_config(topic)
+
+    def _load_topic(self, topic: str) -> None:
+        model = self._topics.get(topic)
+        if model is None:
+            return
+        data = self._get(zk_paths.topic_path(topic))
+        if data is None:
+            return  # deleted: the /brokers/topics child watch removes it
+        partitions = TopicAssignment.decode(topic, data).partitions
+        model.assignment = {p: tuple(r) for p, r in partitions.items()}
+        model.built = None
+        self._load_partitions(topic)
+
+    def _load_partitions(self, topic: str) -> None:
+        """States of partitions not known yet; a missing state znode gets an existence watch, so the
+        controller's creation of it reaches us without a watch on every ``partitions`` child list."""
+        model = self._topics.get(topic)
+        if model is None:
+            return
+        for partition in sorted(model.assignment):
+            if partition not in model.states:
+                self._load_state(topic, partition)
+
+    def _load_state(self, topic: str, partition: int) -> None:
+        model = self._topics.get(topic)
+        if model is None:
+            return
+        found = self._get_with_version(zk_paths.topic_partition_state_path(topic, partition))
+        if found is None:
+            model.states.pop(partition, None)
+        else:
+            data, version = found
+            model.states[partition] = (PartitionState.decode(data), version)
+        model.built = None
+
+    def _load_deletions(self) -> None:
+        self._deleting = set(self._children(zk_paths.DELETE_TOPICS_PATH) or [])
+
+    def _load_topic_config(self, topic: str) -> None:
+        if topic not in self._topics:
+            return
+        path = zk_paths.config_topic_path(topic)
+        data = self._get(path)
+        self._topic_configs[topic] = MappingProxyType(zk_data.decode_config(data, path) if data else {})
+
+    def _load_broker_configs(self) -> None:
+        names = set(self._children(zk_paths.config_entity_type_path(zk_paths.CONFIG_TYPE_BROKERS)) or [])
+        for gone in set(self._broker_configs) - names:
+            del self._broker_configs[gone]
+        for name in sorted(names - set(self._broker_configs)):
+            self._load_broker_config(name)
+
+    def _load_broker_config(self, name: str) -> None:
+        path = zk_paths.config_entity_path(zk_paths.CONFIG_TYPE_BROKERS, name)
+        try:
+            data, _ = self._store.get(path, self._watch)
+        except NoNodeError:
+            self._broker_configs.pop(name, None)
+            return
+        self._broker_configs[name] = MappingProxyType(zk_data.decode_config(data, path))
+
+    # ---------------------------------------------------------------------------------------- snapshot
+
+    def _invalidate_all(self) -> None:
+        for model in self._topics.values():
+            model.built = None
+
+    def _build_topic(self, name: str, model: _TopicModel) -> TopicMetadata:
+        if model.built is not None:
+            return model.built
+        live = self._brokers
+        partitions: dict[int, PartitionMetadata] = {}
+        for partition, replicas in sorted(model.assignment.items()):
+            offline = tuple(r for r in replicas if r not in live)
+            found = model.states.get(partition)
+            if found is None:
+                partitions[partition] = PartitionMetadata(name, partition, NO_LEADER, -1, replicas, (), offline)
+            else:
+                state, version = found
+                partitions[partition] = PartitionMetadata(
+                    name, partition, state.leader, state.leader_epoch, replicas, state.isr, offline,
+                    state.controller_epoch, version,
+                )
+        model.built = TopicMetadata(name, MappingProxyType(partitions))
+        return model.built
+
+    def _publish(self) -> ClusterMetadata:
+        self._version += 1
+        topics: dict[str, TopicMetadata] = {}
+        deleting: dict[str, TopicMetadata] = {}
+        for name, model in sorted(self._topics.items()):
+            (deleting if name in self._deleting else topics)[name] = self._build_topic(name, model)
+        self._snapshot = ClusterMetadata(
+            version=self._version,
+            cluster_id=self._cluster_id,
+            controller_id=self._controller_id,
+            brokers=MappingProxyType(dict(self._brokers)),
+            topics=MappingProxyType(topics),
+            deleting=MappingProxyType(deleting),
+            topic_configs=MappingProxyType(dict(self._topic_configs)),
+            broker_configs=MappingProxyType(dict(self._broker_configs)),
+        )
+        self._changed.notify_all()
+        return self._snapshot
