@@ -27,6 +27,7 @@ Kafka 2.6's controller model, kept so that issue 6 (several brokers, ZooKeeper) 
 Public API::
 
     controller = KafkaController(store, broker_id, delete_topic_enable=True, stop_replica_sender=None)
+    controller.set_stop_replica_sender(sender)
     controller.startup()                    # begins the election; returns at once
     controller.is_active / controller.epoch / controller.epoch_zk_version
     controller.wait_idle(timeout) -> bool   # every event queued so far has been applied (tests, shutdown)
@@ -141,6 +142,11 @@ class KafkaController:
     @property
     def epoch_zk_version(self) -> int:
         return self._epoch_zk_version
+
+    def set_stop_replica_sender(self, sender: StopReplicaSender | None) -> None:
+        """Install the deletion hook after construction (the broker's sender needs the controller to
+        report back to). Takes effect for replicas not yet asked."""
+        self._post(lambda: setattr(self, "_sender", sender))
 
     def startup(self) -> None:
         if self._thread is not None:
