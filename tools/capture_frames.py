@@ -20,6 +20,8 @@ Output: one JSON object per frame, appended as it passes (so a crash keeps what 
 ``hex`` (the frame without its 4-byte size prefix) plus ``connection`` (a per-run counter, so a
 request can be paired with its response; correlation ids repeat across connections).
 Responses carry their request's api_key/api_version because a response does not say what it answers.
+Only bytes a client or the broker wrote are recorded: the proxy's own ApiVersions answers are not,
+and a rewritten ApiVersions response is recorded as the client received it.
 """
 
 from __future__ import annotations
@@ -292,8 +294,8 @@ class CaptureProxy:
             self._recorder.record(connection, "request", api_key, api_version, correlation_id, frame)
             if api_key == API_VERSIONS and self._too_new_for_release(api_key, api_version):
                 # The broker of the emulated release would not understand it: answer as it would.
+                # The answer is ours, not the broker's, so it is not recorded as a fixture.
                 response = struct.pack(">i", correlation_id) + self._unsupported_api_versions_body()
-                self._recorder.record(connection, "response", api_key, api_version, correlation_id, response)
                 _write_frame(client_writer, response)
                 await client_writer.drain()
                 continue

@@ -70,9 +70,17 @@ def sessions(python: str) -> list[Session]:
     return found
 
 
+def _safe(label: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in label)
+
+
+def raw_path(session: Session, work_dir: Path) -> Path:
+    return work_dir / f"raw-{_safe(session.label)}.jsonl"
+
+
 def run_session(session: Session, work_dir: Path) -> Path:
-    safe = "".join(c if c.isalnum() else "_" for c in session.label)
-    raw = work_dir / f"raw-{safe}.jsonl"
+    safe = _safe(session.label)
+    raw = raw_path(session, work_dir)
     raw.unlink(missing_ok=True)
     env = {**os.environ, "NODE_PATH": str(REPO / "tools" / "capture-js" / "node_modules")}
     print(f"== {session.label} (as a {session.cap_release} broker)", flush=True)
@@ -98,13 +106,14 @@ def trim(frames: Iterable[dict[str, object]], per_key: int = MAX_PER_KEY) -> lis
     """Drop repeats, then keep at most `per_key` frames per (label, api_key, api_version, direction),
     spread over the size range so the smallest and the largest (e.g. a fetch with every codec) stay."""
     groups: dict[tuple[object, ...], list[tuple[int, dict[str, object]]]] = defaultdict(list)
-    seen: set[tuple[object, str]] = set()
+    seen: set[tuple[object, ...]] = set()
     for index, frame in enumerate(frames):
-        identity = (frame["client"], _masked(frame))
+        key = (frame["client"], frame["api_key"], frame["api_version"], frame["direction"])
+        # Bodies alone can collide across APIs (an empty Heartbeat and OffsetFetch answer look alike).
+        identity = (*key, _masked(frame))
         if identity in seen:
             continue
         seen.add(identity)
-        key = (frame["client"], frame["api_key"], frame["api_version"], frame["direction"])
         groups[key].append((index, frame))
     kept: list[tuple[int, dict[str, object]]] = []
     for members in groups.values():
@@ -136,6 +145,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work-dir", default="/tmp/sofakafka-capture", help="raw captures and logs")
     parser.add_argument("--only", action="append", help="client(s) to re-capture, e.g. kcat")
+    parser.add_argument(
+        "--retrim", action="store_true", help="rebuild the fixtures from the raw captures in --work-dir only"
+    )
     args = parser.parse_args()
 
     def interrupted(signum: int, _frame: object) -> None:
@@ -149,7 +161,10 @@ def main() -> int:
     for session in sessions(sys.executable):
         if args.only and session.client not in args.only:
             continue
-        raw_files[session.client].append(run_session(session, work_dir))
+        if args.retrim:
+            raw_files[session.client].append(raw_path(session, work_dir))
+        else:
+            raw_files[session.client].append(run_session(session, work_dir))
     write_fixtures(raw_files)
     return 0
 
