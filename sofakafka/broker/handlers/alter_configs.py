@@ -1,0 +1,121 @@
+"""AlterConfigs (API key 33), versions 0-1.
+
+The legacy, non-incremental alter: a resource's dynamic configs become exactly the ones sent (a key left out
+is removed; a null value is dropped, as Kafka drops it). Topic resources replace ``/config/topics/<t>``
+after validating every key and value as topic configs; broker resources replace ``/config/brokers/<id>``
+(this broker's id only) or ``/config/brokers/<default>`` (empty name) and accept only keys Kafka can change
+dynamically: a read-only key, a per-broker key at the cluster-default level, an unknown key or a bad value
+fails the resource. Password keys are refused because we have no ``password.encoder.secret`` to store them
+encrypted, which is what Kafka requires too. ``validate_only`` checks without writing.
+
+Errors follow Kafka 2.6, which answers a bad config value with INVALID_REQUEST (not INVALID_CONFIG) and the
+message "Invalid config value for resource ConfigResource(type=..., name='...'): ..." naming the key; an
+unknown topic is UNKNOWN_TOPIC_OR_PARTITION, another broker's id or another resource type INVALID_REQUEST.
+
+Version notes: v1 only adds throttle-time semantics; the layout is the same. The helpers here
+(``apply_topic_configs``, ``apply_broker_configs``) also serve IncrementalAlterConfigs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+from sofakafka.broker.config import CONFIG_KEYS, ConfigError, ConfigType, DynamicUpdateMode, parse_value
+from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.broker.handlers.describe_configs import (
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+    check_topic,
+    parse_broker_resource,
+)
+from sofakafka.protocol.api import ApiKey
+from sofakafka.protocol.errors import ErrorCode, KafkaError
+from sofakafka.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+
+ResourceResponse = AlterConfigsResponse.AlterConfigsResourceResponse
+
+_TYPE_NAMES = {RESOURCE_TOPIC: "TOPIC", RESOURCE_BROKER: "BROKER", 8: "BROKER_LOGGER"}
+
+
+def resource_repr(resource_type: int, name: str) -> str:
+    """How Kafka's messages name a resource: ``ConfigResource(type=TOPIC, name='orders')``."""
+    return f"ConfigResource(type={_TYPE_NAMES.get(resource_type, 'UNKNOWN')}, name='{name}')"
+
+
+def invalid_value(resource_type: int, name: str, reason: str) -> KafkaError:
+    return KafkaError(ErrorCode.INVALID_REQUEST,
+                      f"Invalid config value for resource {resource_repr(resource_type, name)}: {reason}")
+
+
+def validate_broker_configs(broker_id: int | None, configs: Mapping[str, str]) -> None:
+    """Kafka's checks of a dynamic broker config update; raises ConfigError naming the first bad key."""
+    for key_name in configs:
+        if CONFIG_KEYS.get(key_name) is None:
+            raise ConfigError(key_name, "unknown broker configuration")
+    static = sorted(k for k in configs if CONFIG_KEYS[k].dynamic is DynamicUpdateMode.READ_ONLY)
+    if static:
+        raise ConfigError(static[0], f"Cannot update these configs dynamically: {', '.join(static)}")
+    passwords = sorted(k for k in configs if CONFIG_KEYS[k].type is ConfigType.PASSWORD)
+    if passwords:
+        raise ConfigError(passwords[0], "Password encoder secret not configured: cannot store password configs "
+                                        f"dynamically: {', '.join(passwords)}")
+    if broker_id is None:
+        per_broker = sorted(k for k in configs if CONFIG_KEYS[k].dynamic is DynamicUpdateMode.PER_BROKER)
+        if per_broker:
+            raise ConfigError(per_broker[0], "Cannot update these configs at default cluster level, broker id "
+                                             f"must be specified: {', '.join(per_broker)}")
+    for key_name, value in configs.items():
+        parse_value(CONFIG_KEYS[key_name], value)
+
+
+async def apply_topic_configs(ctx: RequestContext, topic: str, configs: Mapping[str, str],
+                              validate_only: bool) -> None:
+    check_topic(ctx, topic)
+    admin = ctx.broker.topic_admin
+    try:
+        await asyncio.to_thread(admin.set_topic_config, topic, dict(configs), validate_only)
+    except KafkaError as exc:
+        if exc.code == ErrorCode.INVALID_CONFIG:
+            raise invalid_value(RESOURCE_TOPIC, topic, exc.message or exc.code.name) from None
+        raise
+
+
+async def apply_broker_configs(ctx: RequestContext, name: str, configs: Mapping[str, str],
+                               validate_only: bool) -> None:
+    broker_id = parse_broker_resource(ctx, name)
+    try:
+        validate_broker_configs(broker_id, configs)
+    except ConfigError as exc:
+        raise invalid_value(RESOURCE_BROKER, name, str(exc)) from None
+    admin = ctx.broker.topic_admin
+    await asyncio.to_thread(admin.set_broker_config, broker_id, dict(configs), None, validate_only)
+
+
+async def apply_configs(ctx: RequestContext, resource_type: int, name: str, configs: Mapping[str, str],
+                        validate_only: bool) -> None:
+    if resource_type == RESOURCE_TOPIC:
+        await apply_topic_configs(ctx, name, configs, validate_only)
+    elif resource_type == RESOURCE_BROKER:
+        await apply_broker_configs(ctx, name, configs, validate_only)
+    else:
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         f"AlterConfigs is only supported for topics and brokers, but resource type is "
+                         f"{_TYPE_NAMES.get(resource_type, resource_type)}")
+
+
+@handles(ApiKey.ALTER_CONFIGS, 0, 1)
+async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
+    responses: list[ResourceResponse] = []
+    for resource in request.resources:
+        response = ResourceResponse(resource_type=resource.resource_type, resource_name=resource.resource_name,
+                                    error_message=None)
+        configs = {c.name: c.value for c in resource.configs if c.value is not None}
+        try:
+            await apply_configs(ctx, resource.resource_type, resource.resource_name, configs,
+                                request.validate_only)
+        except KafkaError as exc:
+            response.error_code = exc.code
+            response.error_message = exc.message
+        responses.append(response)
+    return AlterConfigsResponse(responses=responses)

@@ -1,0 +1,157 @@
+"""CreateTopics (API key 19), versions 0-5.
+
+Only the controller creates topics; any other broker answers NOT_CONTROLLER for every topic so the client
+re-routes. Each topic is validated and written by the controller's :class:`TopicAdmin` (name rules,
+TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT,
+INVALID_CONFIG naming the key, INVALID_REQUEST for partitions/replication factor given together with an
+explicit assignment). A name that appears twice in one request fails both entries with INVALID_REQUEST, as in
+Kafka. ``validate_only`` runs every check and writes nothing. After writing, the answer waits (up to
+``timeout_ms``) until the controller has elected a leader for every new partition, so a client may produce
+right away; past the deadline the topic still exists but the answer is REQUEST_TIMED_OUT, and a
+``timeout_ms`` <= 0 does not wait at all.
+
+Version notes: v1 adds ``validate_only`` and error messages; v2 throttle time; v4 lets
+``num_partitions``/``replication_factor`` be -1 for the broker's ``num.partitions`` /
+``default.replication.factor`` (we accept -1 in every version, as Kafka's broker does); v5 (flexible) reports
+the partition count, replication factor and every config of the created topic with its source.
+
+The helpers here (``ensure_controller``, ``wait_for_metadata``) serve the other controller-routed handlers too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.controller.metadata import ClusterMetadata, MetadataCache
+from sofakafka.controller.topics import CreatedTopic, NewTopic
+from sofakafka.protocol.api import ApiKey
+from sofakafka.protocol.errors import ErrorCode, KafkaError
+from sofakafka.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+
+log = logging.getLogger(__name__)
+
+TopicResult = CreateTopicsResponse.CreatableTopicResult
+TopicConfig = TopicResult.CreatableTopicConfigs
+
+
+def is_controller(ctx: RequestContext) -> bool:
+    return bool(ctx.broker.metadata_cache.snapshot().controller_id == ctx.broker.broker_id)
+
+
+def ensure_controller(ctx: RequestContext) -> None:
+    if not is_controller(ctx):
+        raise KafkaError(ErrorCode.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
+
+
+async def wait_for_metadata(cache: MetadataCache, predicate: Callable[[ClusterMetadata], bool],
+                            timeout_ms: int) -> bool:
+    """Wait on the event loop until ``predicate`` holds for the cache's snapshot or ``timeout_ms`` passes.
+
+    The cache calls listeners on the store's thread; each call only pokes an asyncio event, so no thread is
+    parked for the wait (many admin requests may wait at once)."""
+    if predicate(cache.snapshot()):
+        return True
+    if timeout_ms <= 0:
+        return False
+    loop = asyncio.get_running_loop()
+    changed = asyncio.Event()
+
+    def on_change(_: ClusterMetadata) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed while the broker shut down
+            loop.call_soon_threadsafe(changed.set)
+
+    cache.add_listener(on_change)
+    try:
+        deadline = loop.time() + timeout_ms / 1000
+        while not predicate(cache.snapshot()):
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            changed.clear()
+            if predicate(cache.snapshot()):  # a change between the check and clear() must not be lost
+                return True
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), left)
+        return True
+    finally:
+        cache.remove_listener(on_change)
+
+
+def partitions_have_leaders(topic: str, partitions: Sequence[int]) -> Callable[[ClusterMetadata], bool]:
+    def check(snapshot: ClusterMetadata) -> bool:
+        found = snapshot.topics.get(topic)
+        if found is None:
+            return False
+        return all(p in found.partitions and found.partitions[p].leader >= 0 for p in partitions)
+
+    return check
+
+
+def error_result(name: str, exc: KafkaError) -> TopicResult:
+    return TopicResult(name=name, error_code=exc.code, error_message=exc.message)
+
+
+@handles(ApiKey.CREATE_TOPICS, 0, 5)
+async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
+    counts = Counter(t.name for t in request.topics)
+    if not is_controller(ctx):
+        not_controller = KafkaError(ErrorCode.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
+        return CreateTopicsResponse(topics=[error_result(n, not_controller) for n in counts])
+    admin = ctx.broker.topic_admin
+    results: list[TopicResult] = []
+    created: list[CreatedTopic] = []
+    duplicates = sorted(n for n, c in counts.items() if c > 1)
+    for name in duplicates:
+        results.append(error_result(name, KafkaError(
+            ErrorCode.INVALID_REQUEST,
+            f"Create topics request from client `{ctx.client_id}` contains multiple entries for the following "
+            f"topics: {', '.join(duplicates)}")))
+    for topic in request.topics:
+        if counts[topic.name] > 1:
+            continue
+        new = NewTopic(
+            name=topic.name,
+            num_partitions=topic.num_partitions,
+            replication_factor=topic.replication_factor,
+            assignments={a.partition_index: list(a.broker_ids) for a in topic.assignments} or None,
+            configs={c.name: c.value for c in topic.configs},
+        )
+        try:
+            done = await asyncio.to_thread(admin.create_topic, new, request.validate_only)
+        except KafkaError as exc:
+            results.append(error_result(topic.name, exc))
+            continue
+        created.append(done)
+        results.append(TopicResult(name=topic.name, num_partitions=done.num_partitions,
+                                   replication_factor=done.replication_factor, error_message=None))
+    if not request.validate_only:
+        for done in created:
+            ready = await wait_for_metadata(ctx.broker.metadata_cache,
+                                            partitions_have_leaders(done.name, list(done.assignment)),
+                                            request.timeout_ms)
+            if not ready and request.timeout_ms > 0:
+                result = next(r for r in results if r.name == done.name)
+                result.error_code = ErrorCode.REQUEST_TIMED_OUT
+                result.error_message = f"Topic {done.name} was created but its leaders were not elected in time."
+    if ctx.api_version >= 5:
+        from sofakafka.broker.handlers.describe_configs import topic_config_entries
+
+        by_name = {d.name: d for d in created}
+        for result in results:
+            topic_done = by_name.get(result.name)
+            if topic_done is None or result.error_code != ErrorCode.NONE:
+                result.num_partitions, result.replication_factor, result.configs = -1, -1, []
+                continue
+            result.configs = [
+                TopicConfig(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
+                            is_sensitive=e.is_sensitive)
+                for e in topic_config_entries(ctx, topic_done.configs, include_synonyms=False)
+            ]
+    order = {name: i for i, name in enumerate(counts)}
+    results.sort(key=lambda r: order[r.name])
+    return CreateTopicsResponse(topics=results)

@@ -1,0 +1,58 @@
+"""DeleteTopics (API key 20), versions 0-4.
+
+Only the controller deletes topics; other brokers answer NOT_CONTROLLER for every name. With
+``delete.topic.enable=false`` nothing is deleted and every name gets TOPIC_DELETION_DISABLED (INVALID_REQUEST
+for v0-2 clients, which predate that code, as Kafka answers them). An unknown (or illegal) name is
+UNKNOWN_TOPIC_OR_PARTITION. Otherwise the controller's :class:`TopicAdmin` writes the deletion marker and
+the controller removes the topic once its replicas are gone; the answer waits up to ``timeout_ms`` for the
+topic to disappear from the metadata (REQUEST_TIMED_OUT past it; the deletion still completes later). A
+name repeated in one request is answered once.
+
+Version notes: v1 adds throttle time, v4 is flexible; the per-topic layout never changes (no error
+message before v5, which 2.6 does not have).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.broker.handlers.create_topics import is_controller, wait_for_metadata
+from sofakafka.controller.metadata import ClusterMetadata
+from sofakafka.protocol.api import ApiKey
+from sofakafka.protocol.errors import ErrorCode, KafkaError
+from sofakafka.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+
+Result = DeleteTopicsResponse.DeletableTopicResult
+
+
+@handles(ApiKey.DELETE_TOPICS, 0, 4)
+async def handle_delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+    names = list(dict.fromkeys(request.topic_names))
+    if not is_controller(ctx):
+        return DeleteTopicsResponse(responses=[Result(name=n, error_code=ErrorCode.NOT_CONTROLLER) for n in names])
+    if not ctx.broker.config.get_bool("delete.topic.enable"):
+        code = ErrorCode.TOPIC_DELETION_DISABLED if ctx.api_version >= 3 else ErrorCode.INVALID_REQUEST
+        return DeleteTopicsResponse(responses=[Result(name=n, error_code=code) for n in names])
+    admin = ctx.broker.topic_admin
+    results: dict[str, Result] = {}
+    marked: list[str] = []
+    for name in names:
+        try:
+            await asyncio.to_thread(admin.delete_topic, name)
+        except KafkaError as exc:
+            results[name] = Result(name=name, error_code=exc.code)
+            continue
+        results[name] = Result(name=name, error_code=ErrorCode.NONE)
+        marked.append(name)
+
+    def gone(snapshot: ClusterMetadata) -> bool:
+        return not any(n in snapshot.topics or n in snapshot.deleting for n in marked)
+
+    if marked and request.timeout_ms > 0 and not await wait_for_metadata(ctx.broker.metadata_cache, gone,
+                                                                         request.timeout_ms):
+        snapshot = ctx.broker.metadata_cache.snapshot()
+        for name in marked:
+            if name in snapshot.topics or name in snapshot.deleting:
+                results[name].error_code = ErrorCode.REQUEST_TIMED_OUT
+    return DeleteTopicsResponse(responses=[results[n] for n in names])

@@ -1,0 +1,295 @@
+"""DescribeConfigs (API key 32), versions 0-3.
+
+Topic resources (type 2) list every topic config Kafka 2.6 has, with the topic's override
+(DYNAMIC_TOPIC_CONFIG) or else the value this broker gives topics by default, whose source is that of the
+broker key it comes from (``log.segment.bytes`` for ``segment.bytes``: dynamic broker, dynamic cluster
+default, static from server.properties, or Kafka's default). Broker resources (type 4) name this broker's
+id and list every broker key with its effective value; the empty name is the cluster-wide default entity,
+which lists only the dynamic defaults set on it. Any other broker id is INVALID_REQUEST (the client must ask
+that broker), an unknown topic UNKNOWN_TOPIC_OR_PARTITION, an illegal topic name INVALID_TOPIC_EXCEPTION,
+other resource types INVALID_REQUEST.
+
+Broker value precedence, as in Kafka: ``/config/brokers/<id>`` > ``/config/brokers/<default>`` >
+server.properties > default. Synonyms (v1+, when asked) list, source by source in that order, each key of
+the same setting that has a value there (``log.retention.ms``, ``.minutes``, ``.hours``); for a broker key
+the list starts at the key itself, as Kafka's does. Password-typed keys are ``is_sensitive`` and their
+values are never sent. ``read_only`` marks broker keys that cannot be changed dynamically; topic configs are
+never read-only.
+
+Version notes: v0 has ``is_default`` instead of ``config_source`` and no synonyms; v1 adds sources and
+synonyms; v3 adds ``config_type`` and ``documentation`` (broker keys carry their doc string, topic configs
+null). ``configuration_keys`` null (or empty) means every key; unknown names are left out.
+
+The entry builders (``topic_config_entries``, ``broker_config_entries``) also serve CreateTopics v5 and the
+alter handlers' validation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from sofakafka.broker.config import (
+    BROKER_SYNONYMS,
+    CONFIG_KEYS,
+    TOPIC_CONFIG_SYNONYMS,
+    ConfigError,
+    ConfigSource,
+    ConfigType,
+    ConfigValue,
+    KafkaConfig,
+    format_value,
+)
+from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.controller.topics import validate_topic_name
+from sofakafka.protocol.api import ApiKey
+from sofakafka.protocol.errors import ErrorCode, KafkaError
+from sofakafka.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
+from sofakafka.storage.config import TOPIC_CONFIG_NAMES
+
+Result = DescribeConfigsResponse.DescribeConfigsResult
+Entry = Result.DescribeConfigsResourceResult
+Synonym = Entry.DescribeConfigsSynonym
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+RESOURCE_BROKER_LOGGER = 8
+
+# DescribeConfigsResponse's config_type wire values (v3).
+_TYPE_CODES = {
+    ConfigType.BOOLEAN: 1,
+    ConfigType.STRING: 2,
+    ConfigType.INT: 3,
+    ConfigType.SHORT: 4,
+    ConfigType.LONG: 5,
+    ConfigType.DOUBLE: 6,
+    ConfigType.LIST: 7,
+    ConfigType.CLASS: 8,
+    ConfigType.PASSWORD: 9,
+}
+
+# Topic keys whose type differs from their first broker synonym's, or that have no broker synonym.
+_TOPIC_TYPES = {
+    "segment.ms": ConfigType.LONG,
+    "segment.jitter.ms": ConfigType.LONG,
+    "retention.ms": ConfigType.LONG,
+    "flush.ms": ConfigType.LONG,
+    "leader.replication.throttled.replicas": ConfigType.LIST,
+    "follower.replication.throttled.replicas": ConfigType.LIST,
+}
+
+
+@dataclass(frozen=True)
+class ConfigEntryView:
+    """One described config, independent of the response version."""
+
+    name: str
+    value: str | None
+    source: int
+    read_only: bool
+    is_sensitive: bool
+    config_type: int
+    documentation: str | None = None
+    synonyms: list[tuple[str, str | None, int]] = field(default_factory=list)
+
+
+def _text(value: ConfigValue) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(value)
+    return str(value)
+
+
+def broker_layers(ctx: RequestContext, broker_id: int | None) -> list[tuple[int, Mapping[str, str | None]]]:
+    """(source, key -> value text) in precedence order: what decides a broker key's value."""
+    config: KafkaConfig = ctx.broker.config
+    snapshot = ctx.broker.metadata_cache.snapshot()
+    layers: list[tuple[int, Mapping[str, str | None]]] = []
+    if broker_id is not None:
+        layers.append((ConfigSource.DYNAMIC_BROKER_CONFIG, snapshot.broker_config(broker_id)))
+    layers.append((ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, snapshot.broker_config(None)))
+    layers.append((ConfigSource.STATIC_BROKER_CONFIG,
+                   {k: config.value_string(k) for k in config.originals if k in CONFIG_KEYS}))
+    layers.append((ConfigSource.DEFAULT_CONFIG,
+                   {k.name: format_value(k, k.default) for k in CONFIG_KEYS.values() if k.default is not None}))
+    return layers
+
+
+def _synonyms(names: Sequence[str], layers: Sequence[tuple[int, Mapping[str, str | None]]],
+              sensitive: bool) -> list[tuple[str, str | None, int]]:
+    out: list[tuple[str, str | None, int]] = []
+    for source, values in layers:
+        for name in names:
+            if name in values:
+                out.append((name, None if sensitive else values[name], source))
+    return out
+
+
+def broker_config_entries(ctx: RequestContext, broker_id: int | None,
+                          names: Sequence[str] | None = None) -> list[ConfigEntryView]:
+    """Entries of a broker resource: this broker (``broker_id``) or the cluster default entity (None)."""
+    layers = broker_layers(ctx, broker_id)
+    if broker_id is None:
+        # The default entity describes only what is set on it.
+        keys = [CONFIG_KEYS[k] for k in sorted(layers[0][1]) if k in CONFIG_KEYS]
+        layers = layers[:1]
+    else:
+        keys = list(CONFIG_KEYS.values())
+    out: list[ConfigEntryView] = []
+    for key in keys:
+        if names is not None and key.name not in names:
+            continue
+        sensitive = key.type is ConfigType.PASSWORD
+        synonyms = _synonyms(BROKER_SYNONYMS.get(key.name, (key.name,)), layers, sensitive)
+        while synonyms and synonyms[0][0] != key.name:
+            synonyms.pop(0)
+        value = next((values[key.name] for _, values in layers if key.name in values), None)
+        out.append(ConfigEntryView(
+            name=key.name,
+            value=None if sensitive else value,
+            source=synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG,
+            read_only=key.dynamic.value == "read-only",
+            is_sensitive=sensitive,
+            config_type=_TYPE_CODES[key.type],
+            documentation=key.doc,
+            synonyms=synonyms,
+        ))
+    return out
+
+
+def effective_broker_config(ctx: RequestContext) -> KafkaConfig:
+    """The static config with this broker's dynamic overrides applied (they were validated when written)."""
+    config: KafkaConfig = ctx.broker.config
+    snapshot = ctx.broker.metadata_cache.snapshot()
+    dynamic = {**snapshot.broker_config(None), **snapshot.broker_config(ctx.broker.broker_id)}
+    if not dynamic:
+        return config
+    try:
+        return KafkaConfig.from_properties({**config.originals, **dynamic})
+    except ConfigError:
+        return config
+
+
+def _topic_type(name: str) -> int:
+    if name in _TOPIC_TYPES:
+        return _TYPE_CODES[_TOPIC_TYPES[name]]
+    brokers = TOPIC_CONFIG_SYNONYMS.get(name)
+    if brokers:
+        return _TYPE_CODES[CONFIG_KEYS[brokers[0]].type]
+    return 0
+
+
+def topic_config_entries(ctx: RequestContext, overrides: Mapping[str, str], *, include_synonyms: bool = True,
+                         names: Sequence[str] | None = None) -> list[ConfigEntryView]:
+    """Every topic config: the override if set, else the broker's default for topics."""
+    layers = broker_layers(ctx, ctx.broker.broker_id)
+    defaults = effective_broker_config(ctx).topic_config_defaults()
+    out: list[ConfigEntryView] = []
+    for name in TOPIC_CONFIG_NAMES:
+        if names is not None and name not in names:
+            continue
+        synonyms = _synonyms(TOPIC_CONFIG_SYNONYMS.get(name, ()), layers, False)
+        if name in overrides:
+            value: str | None = overrides[name]
+            synonyms.insert(0, (name, value, ConfigSource.DYNAMIC_TOPIC_CONFIG))
+        else:
+            value = _text(defaults.get(name)) if name in defaults else _storage_default(name)
+        out.append(ConfigEntryView(
+            name=name,
+            value=value,
+            source=synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG,
+            read_only=False,
+            is_sensitive=False,
+            config_type=_topic_type(name),
+            documentation=None,
+            synonyms=synonyms if include_synonyms else [],
+        ))
+    return out
+
+
+def _storage_default(name: str) -> str | None:
+    from sofakafka.storage.config import LogConfig
+
+    return LogConfig().to_props().get(name)
+
+
+def parse_broker_resource(ctx: RequestContext, name: str) -> int | None:
+    """The broker id a broker resource names (None: the cluster default entity), or INVALID_REQUEST."""
+    if name == "":
+        return None
+    own: int = ctx.broker.broker_id
+    try:
+        broker_id = int(name)
+    except ValueError:
+        broker_id = None
+    if broker_id != own:
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         f"Unexpected broker id, expected {own} or empty string, but received {name}")
+    return broker_id
+
+
+def check_topic(ctx: RequestContext, name: str) -> Mapping[str, str]:
+    """The topic's overrides; INVALID_TOPIC_EXCEPTION / UNKNOWN_TOPIC_OR_PARTITION as Kafka answers."""
+    validate_topic_name(name)
+    snapshot = ctx.broker.metadata_cache.snapshot()
+    if name not in snapshot.topics:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+    return snapshot.topic_config(name)
+
+
+def _to_entry(view: ConfigEntryView, version: int) -> Entry:
+    entry = Entry(name=view.name, value=view.value, read_only=view.read_only, is_sensitive=view.is_sensitive)
+    if version == 0:
+        entry.is_default = view.source == ConfigSource.DEFAULT_CONFIG
+    else:
+        entry.config_source = view.source
+        entry.synonyms = [Synonym(name=n, value=v, source=s) for n, v, s in view.synonyms]
+    if version >= 3:
+        entry.config_type = view.config_type
+        entry.documentation = view.documentation
+    return entry
+
+
+def describe_resource(ctx: RequestContext, resource_type: int, name: str, keys: Sequence[str] | None,
+                      include_synonyms: bool) -> list[ConfigEntryView]:
+    describe: Callable[[], list[ConfigEntryView]]
+    if resource_type == RESOURCE_TOPIC:
+        overrides = check_topic(ctx, name)
+
+        def describe() -> list[ConfigEntryView]:
+            return topic_config_entries(ctx, overrides, include_synonyms=include_synonyms, names=keys)
+    elif resource_type == RESOURCE_BROKER:
+        broker_id = parse_broker_resource(ctx, name)
+
+        def describe() -> list[ConfigEntryView]:
+            entries = broker_config_entries(ctx, broker_id, keys)
+            if not include_synonyms:
+                entries = [ConfigEntryView(e.name, e.value, e.source, e.read_only, e.is_sensitive, e.config_type,
+                                           e.documentation) for e in entries]
+            return entries
+    else:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type} for DescribeConfigs")
+    return describe()
+
+
+@handles(ApiKey.DESCRIBE_CONFIGS, 0, 3)
+async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
+    version = ctx.api_version
+    include_synonyms = version >= 1 and request.include_synonyms
+    results: list[Result] = []
+    for resource in request.resources:
+        keys = resource.configuration_keys or None
+        result = Result(resource_type=resource.resource_type, resource_name=resource.resource_name,
+                        error_message=None)
+        try:
+            views = describe_resource(ctx, resource.resource_type, resource.resource_name, keys, include_synonyms)
+        except KafkaError as exc:
+            result.error_code = exc.code
+            result.error_message = exc.message
+        else:
+            result.configs = [_to_entry(v, version) for v in views]
+        results.append(result)
+    return DescribeConfigsResponse(results=results)

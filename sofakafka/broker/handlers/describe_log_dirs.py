@@ -1,0 +1,56 @@
+"""DescribeLogDirs (API key 35), versions 0-2.
+
+One result per log dir of this broker (``log.dirs``), each listing the partitions stored there with their
+size in bytes (all segments) and offset lag. For a current replica Kafka reports the lag as how far its log
+end is behind the high watermark, never negative, which is 0 on a leader; future replicas (a move between
+dirs, KIP-113) do not exist here, so ``is_future_key`` is always false. ``topics`` null asks about every
+partition; otherwise only the named partitions are listed (unknown ones are left out, as in Kafka). A dir
+with no partitions is still listed, so a client can see every dir.
+
+Version notes: v1 only changes throttling semantics, v2 is flexible.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.protocol.api import ApiKey
+from sofakafka.protocol.errors import ErrorCode
+from sofakafka.protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
+from sofakafka.storage.log_manager import LogManager
+
+Result = DescribeLogDirsResponse.DescribeLogDirsResult
+TopicResult = Result.DescribeLogDirsTopic
+PartitionResult = TopicResult.DescribeLogDirsPartition
+
+
+def _describe(lm: LogManager, wanted: set[tuple[str, int]] | None) -> list[Result]:
+    by_dir: dict[Path, dict[str, list[PartitionResult]]] = {Path(d): {} for d in lm.log_dirs}
+    for log in lm.all_logs:
+        if wanted is not None and (log.topic, log.partition) not in wanted:
+            continue
+        parent = Path(log.dir).parent
+        topics = by_dir.setdefault(parent, {})
+        topics.setdefault(log.topic, []).append(PartitionResult(
+            partition_index=log.partition,
+            partition_size=log.size,
+            offset_lag=max(log.high_watermark - log.log_end_offset, 0),
+            is_future_key=False,
+        ))
+    return [
+        Result(error_code=ErrorCode.NONE, log_dir=str(d), topics=[
+            TopicResult(name=t, partitions=sorted(ps, key=lambda p: p.partition_index))
+            for t, ps in sorted(topics.items())
+        ])
+        for d, topics in by_dir.items()
+    ]
+
+
+@handles(ApiKey.DESCRIBE_LOG_DIRS, 0, 2)
+async def handle_describe_log_dirs(ctx: RequestContext, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
+    wanted = None if request.topics is None else {
+        (t.topic, p) for t in request.topics for p in t.partition_index}
+    lm: LogManager = ctx.broker.log_manager
+    results = await ctx.broker.replica_manager.run_read(lambda: _describe(lm, wanted))
+    return DescribeLogDirsResponse(results=results)
