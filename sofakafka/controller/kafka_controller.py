@@ -11,11 +11,13 @@ Kafka 2.6's controller model, kept so that issue 6 (several brokers, ZooKeeper) 
   events on a queue; a dedicated thread applies them in order to the controller's in-memory context and writes
   the results, like Kafka's ControllerEventManager. No locks are needed inside.
 * **Partition leadership.** A new partition gets the first live replica of its assignment as leader and all
-  live replicas as ISR, leader epoch 0, in ``/brokers/topics/<t>/partitions/<p>/state``. When a leader's broker
-  goes away another live ISR member is elected (leader epoch + 1); when no ISR member is alive the partition
-  keeps its last ISR with leader -1 (leader epoch + 1) and gets its leader back when a replica returns. Every
-  change of leader or ISR bumps the leader epoch; an unchanged partition is never rewritten, so a broker that
-  restarts and finds itself leader of its partitions keeps their epochs.
+  live replicas as ISR, leader epoch 0, in ``/brokers/topics/<t>/partitions/<p>/state``. When the controller
+  sees a broker go away, partitions it led elect another live ISR member, and it leaves every ISR; a partition
+  with no live ISR member keeps its last ISR with leader -1 and is elected again when a member returns. A
+  controller that takes over only elects partitions whose leader is not alive (followers that died meanwhile
+  are dropped from the ISR by their leader, as in Kafka). Every change of leader or ISR bumps the leader epoch;
+  an unchanged partition is never rewritten, so a single broker that restarts and is again the leader of its
+  partitions keeps their epochs.
 * **Topic deletion.** A marker ``/admin/delete_topics/<t>`` starts it. The controller asks every replica's
   broker to stop and delete its replica through the :class:`StopReplicaSender` hook (the StopReplica request of
   a multi-broker cluster; a single broker deletes its local logs). Brokers report back with
@@ -125,6 +127,7 @@ class KafkaController:
         self._live_brokers: dict[int, int] = {}  # broker id -> broker epoch (czxid)
         self._assignments: dict[str, dict[int, list[int]]] = {}
         self._partitions: dict[TopicPartition, _PartitionContext] = {}
+        self._offline: set[TopicPartition] = set()  # elections that found no eligible leader
         self._topics_to_delete: set[str] = set()
         self._deletion_pending: dict[str, set[tuple[int, int]]] = {}  # topic -> {(broker, partition)} in flight
         self._deletion_done: dict[str, set[tuple[int, int]]] = {}
@@ -270,6 +273,7 @@ class KafkaController:
         self._live_brokers.clear()
         self._assignments.clear()
         self._partitions.clear()
+        self._offline.clear()
         self._topics_to_delete.clear()
         self._deletion_pending.clear()
         self._deletion_done.clear()
@@ -357,7 +361,7 @@ class KafkaController:
                 tp
                 for tp, ctx in self._partitions.items()
                 if tp.topic not in self._topics_to_delete
-                and (ctx.state is None or ctx.state.leader not in current)
+                and (ctx.state is None or ctx.state.leader not in current or tp in self._offline)
             ]
             self._elect_leaders(offline)
             self._resume_deletions()
@@ -404,7 +408,7 @@ class KafkaController:
                 ctx.state, ctx.zk_version = state, 0
                 continue
             old = ctx.state
-            if old.leader in self._live_brokers:
+            if old.leader in self._live_brokers and tp not in self._offline:
                 continue
             candidates = [r for r in live if r in old.isr]
             if candidates:
@@ -413,9 +417,11 @@ class KafkaController:
             elif live and self.unclean_leader_election_enable:
                 leader, isr = live[0], (live[0],)
             else:
-                if old.leader == NO_LEADER:
-                    continue  # already leaderless; wait for an ISR member to return
-                leader, isr = NO_LEADER, old.isr
+                # Nothing written: the partition stays offline until an ISR member returns (Kafka's
+                # OfflinePartition), and its znode keeps the last leader and ISR as a record.
+                self._offline.add(tp)
+                continue
+            self._offline.discard(tp)
             self._update_state(tp, ctx, PartitionState(leader, old.leader_epoch + 1, self._epoch, isr))
         if new_states:
             self._fenced(new_states)
@@ -455,10 +461,10 @@ class KafkaController:
             state = ctx.state
             if state is None or tp.topic in self._topics_to_delete:
                 continue
-            isr = tuple(r for r in state.isr if r not in dead)
-            if not isr or isr == state.isr:
+            isr = tuple(r for r in state.isr if r not in dead) or state.isr
+            leader = NO_LEADER if state.leader in dead else state.leader
+            if (leader, isr) == (state.leader, state.isr):
                 continue
-            leader = state.leader if state.leader not in dead else NO_LEADER
             self._update_state(tp, ctx, PartitionState(leader, state.leader_epoch + 1, self._epoch, isr))
         for topic in list(self._topics_to_delete):
             pending = self._deletion_pending.get(topic, set())
@@ -557,6 +563,7 @@ class KafkaController:
         self._assignments.pop(topic, None)
         for tp in [tp for tp in self._partitions if tp.topic == topic]:
             del self._partitions[tp]
+            self._offline.discard(tp)
         self._topics_to_delete.discard(topic)
         self._deletion_pending.pop(topic, None)
         self._deletion_done.pop(topic, None)

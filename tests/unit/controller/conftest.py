@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,3 +54,20 @@ def node(store: EmbeddedMetadataStore) -> Iterator[ControllerNode]:
     settle(n)
     yield n
     n.shutdown()
+
+
+WATCHED_LOGGERS = {
+    "sofakafka.controller.kafka_controller",
+    "sofakafka.controller.metadata",
+    "sofakafka.controller.topics",
+    "sofakafka.controller.registration",
+}
+
+
+@pytest.fixture(autouse=True)
+def no_controller_errors(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """The controller and the cache log and survive failures on their threads; a test must not pass over
+    one silently."""
+    yield
+    errors = [r for r in caplog.get_records("call") if r.levelno >= logging.ERROR and r.name in WATCHED_LOGGERS]
+    assert not errors, [r.getMessage() for r in errors]

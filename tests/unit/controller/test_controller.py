@@ -1,0 +1,264 @@
+"""The controller on real embedded stores: election and epochs, restarts, fencing, and leadership as brokers
+come and go (several brokers are sessions of one embedded server, as they would be ZooKeeper clients)."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sofakafka.controller.embedded import EmbeddedMetadataServer, EmbeddedMetadataStore
+from sofakafka.controller.kafka_controller import KafkaController
+from sofakafka.controller.node import ControllerNode
+from sofakafka.controller.registration import make_registration, register_broker
+from sofakafka.controller.store import MetadataStore
+from sofakafka.controller.topics import NewTopic
+from sofakafka.controller.zk_data import PartitionState, TopicAssignment
+
+from .conftest import SETTLE_TIMEOUT, plaintext, read_json, settle
+
+
+def state(store: MetadataStore, topic: str, partition: int) -> PartitionState:
+    data, _ = store.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
+    return PartitionState.decode(data)
+
+
+def test_single_broker_elects_itself_with_kafkas_znodes(node: ControllerNode) -> None:
+    store = node.store
+    controller = read_json(store, "/controller")
+    assert set(controller) == {"version", "brokerid", "timestamp"}
+    assert controller["version"] == 1 and controller["brokerid"] == 1
+    assert isinstance(controller["timestamp"], str) and controller["timestamp"].isdigit()
+    stat = store.exists("/controller")
+    assert stat is not None and stat.ephemeral_owner == store.session_id
+    assert store.get("/controller_epoch")[0] == b"1"
+    assert node.controller.is_active and node.controller.epoch == 1
+    assert node.cache.wait_until(lambda s: s.controller_id == 1, SETTLE_TIMEOUT)
+
+
+def test_restart_bumps_the_controller_epoch_but_not_leader_epochs(meta_dir: Path) -> None:
+    store = EmbeddedMetadataStore.open(meta_dir, fsync=False)
+    node = ControllerNode.start(store, 1, plaintext())
+    node.admin.create_topic(NewTopic("kept", 2, 1))
+    settle(node)
+    before = [store.get(f"/brokers/topics/kept/partitions/{p}/state") for p in range(2)]
+    node.shutdown()
+    store.close()
+
+    store = EmbeddedMetadataStore.open(meta_dir, fsync=False)
+    try:
+        node = ControllerNode.start(store, 1, plaintext())
+        settle(node)
+        assert node.controller.epoch == 2
+        assert store.get("/controller_epoch")[0] == b"2"
+        after = [store.get(f"/brokers/topics/kept/partitions/{p}/state") for p in range(2)]
+        # The broker leads its partitions again without any leadership change: nothing is rewritten.
+        assert [(d, s.version) for d, s in after] == [(d, s.version) for d, s in before]
+        snap = node.cache.snapshot()
+        assert [snap.partition("kept", p).leader_epoch for p in range(2)] == [0, 0]  # type: ignore[union-attr]
+        node.shutdown()
+    finally:
+        store.close()
+
+
+def test_a_partition_created_while_down_gets_its_leader_at_start(meta_dir: Path) -> None:
+    """A topic znode written without a running controller (by a tool, or before a crash) is completed by
+    the next controller."""
+    store = EmbeddedMetadataStore.open(meta_dir, fsync=False)
+    try:
+        store.create("/brokers/topics/late", TopicAssignment({0: [1]}).encode(), makepath=True)
+        node = ControllerNode.start(store, 1, plaintext())
+        settle(node)
+        assert state(store, "late", 0) == PartitionState(1, 0, 1, (1,))
+        node.shutdown()
+    finally:
+        store.close()
+
+
+class Cluster:
+    """Brokers as sessions of one embedded server; each can die (session closed) and come back."""
+
+    def __init__(self, directory: Path) -> None:
+        self.server = EmbeddedMetadataServer.open(directory, fsync=False)
+        self.nodes: dict[int, ControllerNode] = {}
+        self.sessions: dict[int, EmbeddedMetadataStore] = {}
+
+    def start(self, broker_id: int) -> ControllerNode:
+        """Start a broker and let it settle, so which broker wins the election is the order of start."""
+        session = self.server.connect()
+        self.sessions[broker_id] = session
+        node = ControllerNode.start(session, broker_id, plaintext(9090 + broker_id), rng=random.Random(broker_id))
+        self.nodes[broker_id] = node
+        self.settle()
+        return node
+
+    def kill(self, broker_id: int) -> None:
+        self.nodes.pop(broker_id).shutdown()
+        self.sessions.pop(broker_id).close()
+
+    def settle(self) -> None:
+        for node in self.nodes.values():
+            settle(node)
+        for node in self.nodes.values():
+            settle(node)
+
+    def active(self) -> list[int]:
+        return [b for b, n in self.nodes.items() if n.controller.is_active]
+
+    def close(self) -> None:
+        for broker_id in list(self.nodes):
+            self.kill(broker_id)
+        self.server.close()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    c = Cluster(tmp_path / "meta")
+    yield c
+    c.close()
+
+
+def test_only_one_controller_and_the_next_takes_over_with_a_higher_epoch(cluster: Cluster) -> None:
+    cluster.start(1)
+    cluster.start(2)
+    cluster.settle()
+    assert cluster.active() == [1]
+    store = cluster.sessions[2]
+    assert read_json(store, "/controller")["brokerid"] == 1
+    cluster.kill(1)
+    cluster.settle()
+    assert cluster.active() == [2]
+    assert read_json(store, "/controller")["brokerid"] == 2
+    assert store.get("/controller_epoch")[0] == b"2"
+    assert cluster.nodes[2].cache.wait_until(lambda s: s.controller_id == 2 and list(s.brokers) == [2], SETTLE_TIMEOUT)
+
+
+def test_leadership_moves_when_brokers_die_and_return(cluster: Cluster) -> None:
+    n1 = cluster.start(1)
+    cluster.start(2)
+    cluster.start(3)
+    assert cluster.active() == [1]
+    n1.admin.create_topic(NewTopic("moving", assignments={0: [2, 3], 1: [3, 2]}))
+    n1.admin.create_topic(NewTopic("lonely", assignments={0: [2]}))
+    cluster.settle()
+    store = n1.store
+    assert state(store, "moving", 0) == PartitionState(2, 0, 1, (2, 3))
+    assert state(store, "moving", 1) == PartitionState(3, 0, 1, (3, 2))
+    assert state(store, "lonely", 0) == PartitionState(2, 0, 1, (2,))
+
+    cluster.kill(2)
+    cluster.settle()
+    # The controller saw broker 2 go: another ISR member leads where 2 led, and 2 leaves every ISR.
+    assert state(store, "moving", 0) == PartitionState(3, 1, 1, (3,))
+    assert state(store, "moving", 1) == PartitionState(3, 1, 1, (3,))
+    # No live ISR member: leaderless, the ISR keeps its last member, and the epoch still moves on.
+    assert state(store, "lonely", 0) == PartitionState(-1, 1, 1, (2,))
+    assert n1.cache.wait_until(lambda s: s.partition("lonely", 0).leader == -1, SETTLE_TIMEOUT)  # type: ignore[union-attr]
+    lonely = n1.cache.snapshot().partition("lonely", 0)
+    assert lonely is not None and lonely.offline_replicas == (2,) and lonely.isr == (2,)
+
+    cluster.start(2)
+    assert state(store, "lonely", 0) == PartitionState(2, 2, 1, (2,))
+    # Partitions with a live leader are left alone: the returning broker catches up as a follower.
+    assert state(store, "moving", 0) == PartitionState(3, 1, 1, (3,))
+    assert cluster.active() == [1]
+
+
+def test_a_new_controller_elects_only_partitions_without_a_live_leader(cluster: Cluster) -> None:
+    n1 = cluster.start(1)
+    n2 = cluster.start(2)
+    n1.admin.create_topic(NewTopic("moving", assignments={0: [1, 2], 1: [2, 1]}))
+    n1.admin.create_topic(NewTopic("lonely", assignments={0: [1]}))
+    cluster.settle()
+    store = n2.store
+    cluster.kill(1)
+    cluster.settle()
+    assert cluster.active() == [2]
+    assert state(store, "moving", 0) == PartitionState(2, 1, 2, (2,))
+    # Led by a live broker: untouched (its leader shrinks the ISR itself).
+    assert state(store, "moving", 1) == PartitionState(2, 0, 1, (2, 1))
+    # No eligible leader: offline, and nothing written.
+    assert state(store, "lonely", 0) == PartitionState(1, 0, 1, (1,))
+    # When broker 1 returns, the offline partition is elected again, with a new epoch.
+    cluster.start(1)
+    assert state(store, "lonely", 0) == PartitionState(1, 1, 2, (1,))
+    assert cluster.active() == [2]
+
+
+def test_new_partition_waits_for_a_live_replica(cluster: Cluster) -> None:
+    n1 = cluster.start(1)
+    cluster.settle()
+    # A tool (or another broker) assigned the partition to broker 3, which has not started yet.
+    n1.store.create("/brokers/topics/later", TopicAssignment({0: [3]}).encode())
+    cluster.settle()
+    assert n1.store.exists("/brokers/topics/later/partitions/0/state") is None
+    partition = n1.cache.snapshot().partition("later", 0)
+    assert partition is not None and (partition.leader, partition.leader_epoch, partition.offline_replicas) == (-1, -1, (3,))
+    cluster.start(3)
+    cluster.settle()
+    assert state(n1.store, "later", 0) == PartitionState(3, 0, 1, (3,))
+    assert n1.cache.wait_until(lambda s: s.partition("later", 0).leader == 3, SETTLE_TIMEOUT)  # type: ignore[union-attr]
+
+
+def test_unclean_election_takes_any_live_replica_when_enabled(tmp_path: Path) -> None:
+    server = EmbeddedMetadataServer.open(tmp_path / "meta", fsync=False)
+    try:
+        s1, s2 = server.connect(), server.connect()
+        register_broker(s2, make_registration(2, plaintext(9092)))
+        node = ControllerNode.start(s1, 1, plaintext(), unclean_leader_election_enable=True)
+        settle(node)
+        # Broker 2 is a replica outside the ISR, and the only ISR member (3) is gone.
+        txn = s1.transaction()
+        txn.create("/brokers/topics/risky", TopicAssignment({0: [3, 2]}).encode())
+        txn.create("/brokers/topics/risky/partitions")
+        txn.create("/brokers/topics/risky/partitions/0")
+        txn.create("/brokers/topics/risky/partitions/0/state", PartitionState(3, 4, 1, (3,)).encode())
+        txn.commit()
+        settle(node)
+        assert state(s1, "risky", 0) == PartitionState(2, 5, 1, (2,))
+        node.shutdown()
+    finally:
+        server.close()
+
+
+def test_a_deposed_controller_cannot_write(node: ControllerNode) -> None:
+    # Another controller was elected behind our back: the epoch znode moved on.
+    node.store.set("/controller_epoch", b"7")
+    node.admin.create_topic(NewTopic("fenced", 1, 1))
+    settle(node)
+    assert node.store.exists("/brokers/topics/fenced/partitions/0/state") is None
+    assert not node.controller.is_active
+
+
+def test_controller_events_from_other_threads_are_serialised(node: ControllerNode) -> None:
+    """Topics created from many threads at once all get exactly one leader election."""
+    import threading
+
+    def create(i: int) -> None:
+        node.admin.create_topic(NewTopic(f"t{i}", 3, 1))
+
+    threads = [threading.Thread(target=create, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    settle(node)
+    for i in range(8):
+        for p in range(3):
+            data, stat = node.store.get(f"/brokers/topics/t{i}/partitions/{p}/state")
+            assert json.loads(data)["leader"] == 1 and stat.version == 0
+
+
+def test_shutdown_is_idempotent_and_startup_twice_is_harmless(store: EmbeddedMetadataStore) -> None:
+    register_broker(store, make_registration(1, plaintext()))
+    controller = KafkaController(store, 1)
+    controller.startup()
+    controller.startup()
+    assert controller.wait_idle(SETTLE_TIMEOUT)
+    assert controller.is_active
+    controller.shutdown()
+    controller.shutdown()
+    assert not controller.is_active
