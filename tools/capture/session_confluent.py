@@ -12,12 +12,26 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, IsolationLevel, Producer, TopicCollection, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    IsolationLevel,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
     AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
     ConfigResource,
+    NewPartitions,
     NewTopic,
     OffsetSpec,
+    ResourcePatternType,
     ResourceType,
 )
 
@@ -90,6 +104,16 @@ def main() -> int:
         else:
             sent += 4
 
+    # Transactions: InitProducerId with a transactional id, AddPartitionsToTxn, EndTxn.
+    txn = Producer({**common, "transactional.id": f"capture-ck-txn-{args.tag}", "transaction.timeout.ms": 10000})
+    if step("init transactions", lambda: txn.init_transactions(15) or "initialised"):
+        for outcome in ("commit", "abort"):
+            step(f"begin {outcome}", txn.begin_transaction)
+            txn.produce(topic, key=b"txn", value=f"in a transaction to {outcome}".encode(),
+                        headers=[("txn", outcome.encode())])
+            step(f"{outcome} txn", lambda outcome=outcome: getattr(txn, f"{outcome}_transaction")(15))
+    step("flush txn producer", lambda: txn.flush(10))
+
     consumer = Consumer(
         {
             **common,
@@ -121,8 +145,19 @@ def main() -> int:
     step("list offsets", lambda: wait_all(admin.list_offsets(
         {TopicPartition(topic, p): OffsetSpec.latest() for p in (0, 1)},
         isolation_level=IsolationLevel.READ_COMMITTED)))
+    step("create partitions", lambda: wait_all(admin.create_partitions([NewPartitions(topic, 3)])))
+    step("delete records", lambda: wait_all(admin.delete_records([TopicPartition(topic, 0, 1)])))
+    step("incremental alter configs", lambda: wait_all(admin.incremental_alter_configs([ConfigResource(
+        ResourceType.TOPIC, topic, incremental_configs=[
+            ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])])))
+    step("describe acls", lambda: admin.describe_acls(AclBindingFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+        AclPermissionType.ANY)).result(timeout=15))
+    step("group offsets", lambda: wait_all(admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group)])))
     step("list groups", lambda: admin.list_consumer_groups().result(timeout=15))
     step("describe group", lambda: wait_all(admin.describe_consumer_groups([group])))
+    step("delete group", lambda: wait_all(admin.delete_consumer_groups([group])))
     step("delete topic", lambda: wait_all(admin.delete_topics([topic], operation_timeout=10)))
     print(f"failed steps: {failures}", flush=True)
     return 0

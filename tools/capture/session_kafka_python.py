@@ -13,8 +13,19 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
+from kafka.admin import (
+    ACLFilter,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
+    ConfigResource,
+    ConfigResourceType,
+    NewPartitions,
+    NewTopic,
+    ResourcePatternFilter,
+    ResourceType,
+)
 
 failures: list[str] = []
 
@@ -97,6 +108,28 @@ def main() -> int:
             step("flush acks=0", lambda: producer.flush(timeout=10))
             step("close acks=0", lambda: producer.close(timeout=10))
 
+    if v >= (0, 11, 0):
+        # Transactions: InitProducerId with a transactional id, AddPartitionsToTxn, AddOffsetsToTxn,
+        # TxnOffsetCommit, EndTxn (commit, then abort).
+        txn = step(
+            "transactional producer",
+            lambda: KafkaProducer(**common, transactional_id=f"capture-kp-txn-{tag}", transaction_timeout_ms=10000),
+        )
+        if txn is not None:
+            step("init transactions", lambda: txn.init_transactions())
+            for outcome in ("commit", "abort"):
+                step(f"begin {outcome}", lambda: txn.begin_transaction())
+                step(f"send in txn ({outcome})", lambda outcome=outcome: txn.send(
+                    topic, key=b"txn", value=f"in a transaction to {outcome}".encode(),
+                    headers=[("txn", outcome.encode())]).get(timeout=15).offset)
+                if outcome == "commit":
+                    step("send offsets to txn", lambda: txn.send_offsets_to_transaction(
+                        {TopicPartition(topic, 0): OffsetAndMetadata(1, "", -1)}, group))
+                    step("commit txn", lambda: txn.commit_transaction())
+                else:
+                    step("abort txn", lambda: txn.abort_transaction())
+            step("close txn producer", lambda: txn.close(timeout=10))
+
     consumer = step(
         "group consumer",
         lambda: KafkaConsumer(
@@ -130,9 +163,21 @@ def main() -> int:
         step("close consumer (leave group)", lambda: consumer.close())
 
     if admin is not None:
+        if v >= (1, 0, 0):
+            step("create partitions", lambda: admin.create_partitions({topic: NewPartitions(3)}))
+            step("describe log dirs", lambda: admin.describe_log_dirs())
+        if v >= (0, 11, 0):
+            step("delete records", lambda: admin.delete_records({TopicPartition(topic, 0): 1}))
+            step("alter configs", lambda: admin.alter_configs(
+                [ConfigResource(ConfigResourceType.TOPIC, topic, {"retention.ms": "3600000"})]))
+            step("describe acls", lambda: admin.describe_acls(ACLFilter(
+                principal=None, host="*", operation=ACLOperation.ANY, permission_type=ACLPermissionType.ANY,
+                resource_pattern=ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY))))
         step("list groups", lambda: admin.list_groups())
         step("describe group", lambda: admin.describe_groups([group]))
         step("group offsets", lambda: admin.list_group_offsets(group))
+        if v >= (1, 1, 0):
+            step("delete group", lambda: admin.delete_groups([group]))
         step("delete topic", lambda: admin.delete_topics([topic], timeout_ms=10000))
         step("close admin", lambda: admin.close())
 
