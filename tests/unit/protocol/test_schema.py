@@ -407,3 +407,23 @@ def test_json_of_hand_written_apis_matches_the_java_layouts(key: int) -> None:
             expected = HAND_WRITTEN_LAYOUTS.get((cls.__name__, version), expected)
             assert _layout(cls, version) == expected, (cls.__name__, version)
             assert not cls.is_flexible(version)
+
+
+# --- the generated declarations ----------------------------------------------------------------------
+
+
+def test_generated_declarations_match_the_reference_json() -> None:
+    """messages/ is exactly what tools/gen_messages.py makes of the 2.6 reference (no hand edits, not stale)."""
+    import importlib.util
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[3]
+    spec = importlib.util.spec_from_file_location("gen_messages", repo / "tools" / "gen_messages.py")
+    assert spec is not None and spec.loader is not None
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    files = gen.generate(gen.DEFAULT_REFERENCE)
+    out_dir = repo / "sofakafka" / "protocol" / "messages"
+    assert sorted(files) == sorted(p.name for p in out_dir.glob("*.py"))
+    for name, text in files.items():
+        assert (out_dir / name).read_text(encoding="utf-8") == text, name
