@@ -427,3 +427,31 @@ def test_generated_declarations_match_the_reference_json() -> None:
     assert sorted(files) == sorted(p.name for p in out_dir.glob("*.py"))
     for name, text in files.items():
         assert (out_dir / name).read_text(encoding="utf-8") == text, name
+
+
+class _Envelope(Struct):
+    """A struct-typed (not array) field: Kafka 2.6 messages have none, later ones do."""
+
+    FLEXIBLE_VERSIONS = "1+"
+
+    class Header(Struct):
+        key: str = field(STRING, "0+", default="")
+
+    header: Header = field(Header, "0+", default_factory=Header)
+    extra: Header = field(Header, "1+", tagged="1+", tag=0, default_factory=Header)
+    body: int = field(INT32, "0+", default=0)
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_struct_typed_fields_round_trip_from_any_buffer(version: int) -> None:
+    envelope = _Envelope(header=_Envelope.Header(key="k"), body=5)
+    if version == 1:
+        envelope.extra = _Envelope.Header(key="tag")
+    data = envelope.encode(version)
+    assert len(data) == envelope.size(version)
+    for buf in (data, bytearray(data), memoryview(data)):
+        assert _Envelope.decode(buf, version) == envelope
+    assert _Envelope.decode_from(b"\xff" + data, version, 1) == (envelope, len(data) + 1)
+    if version == 0:
+        with pytest.raises(EncodeError):
+            _Envelope(extra=_Envelope.Header(key="x")).encode(0)
