@@ -9,14 +9,16 @@ Public API (others code against it; keep it stable):
 ``valid_versions(api_key) -> (min, max)``, ``flexible_versions(api_key) -> (first, last) | None``,
 ``is_flexible(api_key, version) -> bool``
     What 2.6 accepts (API-VERSIONS.md Table 1) and where the compact/tagged encoding applies.
-``encode_request(header, body) -> bytes`` / ``decode_request(frame) -> (RequestHeader, Request)``
+``encode_request(header, body) -> bytes`` / ``decode_request(frame, strict=False) -> (RequestHeader, Request)``
     A whole request without the int32 size prefix; the version is ``header.request_api_version``.
-``decode_request_body(header, frame, body_offset) -> Request``
+    Bytes after the body are ignored unless ``strict``, as Kafka 2.6 does (it never checks what is left
+    in the buffer, and librdkafka >= 2.1 sends Metadata v9 requests with stray trailing bytes).
+``decode_request_body(header, frame, body_offset, strict=False) -> Request``
     The second half of ``decode_request``, for a caller that read the header first with
     ``headers.decode_request_header(frame) -> (RequestHeader, body_offset)`` (e.g. to answer an
     ApiVersions request of an unknown version, whose body raises ``UnsupportedVersionError``).
 ``encode_response(header, body, api_version) -> bytes`` /
-``decode_response(frame, api_key, api_version) -> (ResponseHeader, Response)``
+``decode_response(frame, api_key, api_version, strict=False) -> (ResponseHeader, Response)``
     A whole response without the size prefix (its header does not carry the key or version).
 ``size_prefixed(payload) -> bytes``
     Adds the int32 size prefix of the wire framing.
@@ -147,16 +149,20 @@ def encode_request(header: RequestHeader, body: Request) -> bytes:
     return bytes(out)
 
 
-def decode_request(frame: Buffer) -> tuple[RequestHeader, Request]:
-    """A whole request frame (size prefix removed): header, then exactly one body."""
+def decode_request(frame: Buffer, strict: bool = False) -> tuple[RequestHeader, Request]:
+    """A whole request frame (size prefix removed): header, then one body.
+
+    Trailing bytes are tolerated unless ``strict``: Kafka 2.6 parses the body and never looks at what
+    is left, and real clients rely on it (librdkafka >= 2.1's Metadata v9 request for all topics).
+    """
     header, offset = decode_request_header(frame)
-    return header, decode_request_body(header, frame, offset)
+    return header, decode_request_body(header, frame, offset, strict)
 
 
-def decode_request_body(header: RequestHeader, frame: Buffer, body_offset: int) -> Request:
+def decode_request_body(header: RequestHeader, frame: Buffer, body_offset: int, strict: bool = False) -> Request:
     cls = request_type(header.request_api_key)
     body, end = cls.decode_from(frame, header.request_api_version, body_offset)
-    if end != len(frame):
+    if strict and end != len(frame):
         raise DecodeError(f"{cls.__name__} v{header.request_api_version}: {len(frame) - end} trailing bytes")
     return body
 
@@ -169,11 +175,14 @@ def encode_response(header: ResponseHeader, body: Response, api_version: int) ->
     return bytes(out)
 
 
-def decode_response(frame: Buffer, api_key: int, api_version: int) -> tuple[ResponseHeader, Response]:
+def decode_response(
+    frame: Buffer, api_key: int, api_version: int, strict: bool = False
+) -> tuple[ResponseHeader, Response]:
+    """Trailing bytes are tolerated unless ``strict``, like Kafka's clients."""
     header, offset = decode_response_header(frame, api_key, api_version)
     cls = response_type(api_key)
     body, end = cls.decode_from(frame, api_version, offset)
-    if end != len(frame):
+    if strict and end != len(frame):
         raise DecodeError(f"{cls.__name__} v{api_version}: {len(frame) - end} trailing bytes")
     return header, body
 

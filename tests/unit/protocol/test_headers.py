@@ -33,6 +33,7 @@ from sofakafka.protocol.messages import (
     ApiVersionsResponse,
     ControlledShutdownRequest,
     HeartbeatRequest,
+    HeartbeatResponse,
     MetadataRequest,
     ProduceRequest,
 )
@@ -178,8 +179,25 @@ def test_api_versions_request_v3_round_trips() -> None:
     assert decode_request(encode_request(header, body)) == (header, body)
 
 
-def test_trailing_bytes_after_the_body_are_an_error() -> None:
+def test_trailing_bytes_after_the_body_are_ignored_like_kafka_unless_strict() -> None:
     header = RequestHeader(request_api_key=12, request_api_version=0, correlation_id=1, client_id="x")
-    frame = encode_request(header, HeartbeatRequest(group_id="g", generation_id=1, member_id="m"))
+    body = HeartbeatRequest(group_id="g", generation_id=1, member_id="m")
+    frame = encode_request(header, body)
+    assert decode_request(frame + b"\x00") == (header, body)
     with pytest.raises(DecodeError):
-        decode_request(frame + b"\x00")
+        decode_request(frame + b"\x00", strict=True)
+    response = encode_response(ResponseHeader(correlation_id=1), HeartbeatResponse(error_code=27), 0)
+    assert decode_response(response + b"\x00\x00", 12, 0)[1] == HeartbeatResponse(error_code=27)
+    with pytest.raises(DecodeError):
+        decode_response(response + b"\x00", 12, 0, strict=True)
+
+
+def test_librdkafka_metadata_v9_all_topics_request_with_stray_bytes_decodes() -> None:
+    # librdkafka >= 2.1 reserves an int32 topic count and leaves it unfinished for v9 "all topics"
+    # (captured from confluent-kafka 2.16.1); Kafka 2.6 serves it, reading the stray bytes as fields.
+    frame = bytes.fromhex("00030009000000040014636170747572652d636f6e666c75656e742d3236000000000001000000")
+    header, body = decode_request(frame)
+    assert (header.request_api_key, header.request_api_version, header.correlation_id) == (3, 9, 4)
+    assert header.client_id == "capture-confluent-26"
+    assert isinstance(body, MetadataRequest)
+    assert body.topics is None
