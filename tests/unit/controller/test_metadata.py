@@ -1,0 +1,176 @@
+"""The metadata cache follows the tree: brokers, topics, partition states, configs, deletions, controller and
+cluster id, whoever writes them; snapshots stay consistent and immutable while it changes."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from sofakafka.controller.embedded import EmbeddedMetadataStore
+from sofakafka.controller.metadata import ClusterMetadata, MetadataCache
+from sofakafka.controller.node import ControllerNode
+from sofakafka.controller.registration import create_top_level_paths, make_registration, register_broker
+from sofakafka.controller.topics import NewTopic
+from sofakafka.controller.zk_data import (
+    BrokerEndpoint,
+    ControllerRegistration,
+    PartitionState,
+    TopicAssignment,
+    encode_cluster_id,
+    encode_config,
+)
+
+from .conftest import SETTLE_TIMEOUT, plaintext, settle
+
+
+@pytest.fixture
+def cache(store: EmbeddedMetadataStore) -> Iterator[MetadataCache]:
+    """A cache alone on the tree (no controller): the tests play the other brokers' and tools' writes."""
+    create_top_level_paths(store)
+    c = MetadataCache(store)
+    c.start()
+    yield c
+    c.close()
+
+
+def until(cache: MetadataCache, predicate: object) -> ClusterMetadata:
+    assert callable(predicate)
+    assert cache.wait_until(predicate, SETTLE_TIMEOUT)
+    return cache.snapshot()
+
+
+def test_an_empty_tree_gives_an_empty_view(cache: MetadataCache) -> None:
+    snap = cache.snapshot()
+    assert (snap.cluster_id, snap.controller_id, dict(snap.brokers), dict(snap.topics)) == (None, -1, {}, {})
+
+
+def test_cluster_id_and_controller_are_followed(cache: MetadataCache, store: EmbeddedMetadataStore) -> None:
+    store.create("/cluster/id", encode_cluster_id("abcdefghijklmnopqrstuv"), makepath=True)
+    store.create("/controller", ControllerRegistration(7, 1).encode(), ephemeral=True)
+    snap = until(cache, lambda s: s.cluster_id == "abcdefghijklmnopqrstuv" and s.controller_id == 7)
+    assert snap.cluster_id == "abcdefghijklmnopqrstuv"
+    store.delete("/controller")
+    until(cache, lambda s: s.controller_id == -1)
+
+
+def test_brokers_come_change_and_go(cache: MetadataCache, store: EmbeddedMetadataStore) -> None:
+    other = store.server.connect()
+    register_broker(other, make_registration(2, plaintext(9093), rack="r1"))
+    snap = until(cache, lambda s: 2 in s.brokers)
+    assert snap.brokers[2].rack == "r1"
+    assert snap.endpoint(2, "PLAINTEXT") == BrokerEndpoint("PLAINTEXT", "127.0.0.1", 9093, "PLAINTEXT")
+    assert snap.endpoint(2, "SSL") is None and snap.endpoint(9, "PLAINTEXT") is None
+    # A broker re-registering with new endpoints (data change of its znode).
+    other.set("/brokers/ids/2", make_registration(2, plaintext(9999), rack="r1").encode())
+    until(cache, lambda s: 2 in s.brokers and s.brokers[2].endpoints[0].port == 9999)
+    other.close()
+    assert until(cache, lambda s: 2 not in s.brokers).alive_broker_ids() == []
+
+
+def test_a_topic_written_by_someone_else_appears_with_its_states(cache: MetadataCache, store: EmbeddedMetadataStore) -> None:
+    other = store.server.connect()
+    register_broker(other, make_registration(1, plaintext()))
+    store.create("/config/topics/foreign", encode_config({"cleanup.policy": "compact"}))
+    store.create("/brokers/topics/foreign", TopicAssignment({0: [1, 2], 1: [2, 1]}).encode())
+    snap = until(cache, lambda s: "foreign" in s.topics)
+    p0 = snap.partition("foreign", 0)
+    # No state yet: no leader, and broker 2 is not registered.
+    assert p0 is not None and (p0.leader, p0.leader_epoch, p0.replicas, p0.offline_replicas) == (-1, -1, (1, 2), (2,))
+    assert snap.topic_config("foreign") == {"cleanup.policy": "compact"}
+    assert snap.topics["foreign"].replication_factor == 2
+    store.create("/brokers/topics/foreign/partitions/0/state", PartitionState(1, 3, 5, (1,)).encode(), makepath=True)
+    snap = until(cache, lambda s: s.partition("foreign", 0).leader == 1)  # type: ignore[union-attr]
+    p0 = snap.partition("foreign", 0)
+    assert p0 is not None
+    assert (p0.leader_epoch, p0.isr, p0.controller_epoch, p0.zk_version) == (3, (1,), 5, 0)
+    store.set("/brokers/topics/foreign/partitions/0/state", PartitionState(1, 4, 5, (1, 2)).encode())
+    snap = until(cache, lambda s: s.partition("foreign", 0).leader_epoch == 4)  # type: ignore[union-attr]
+    assert snap.partition("foreign", 0).isr == (1, 2)  # type: ignore[union-attr]
+    register_broker(store, make_registration(2, plaintext(9093)))
+    until(cache, lambda s: s.partition("foreign", 0).offline_replicas == ())  # type: ignore[union-attr]
+    store.set("/config/topics/foreign", encode_config({}))
+    until(cache, lambda s: s.topic_config("foreign") == {})
+
+
+def test_deletion_hides_the_topic_then_removes_it(cache: MetadataCache, store: EmbeddedMetadataStore) -> None:
+    store.create("/brokers/topics/gone", TopicAssignment({0: [1]}).encode())
+    until(cache, lambda s: "gone" in s.topics)
+    store.create("/admin/delete_topics/gone")
+    snap = until(cache, lambda s: "gone" not in s.topics)
+    assert "gone" in snap.deleting
+    txn = store.transaction()
+    txn.delete("/brokers/topics/gone")
+    txn.delete("/admin/delete_topics/gone")
+    txn.commit()
+    snap = until(cache, lambda s: "gone" not in s.deleting and "gone" not in s.topics)
+    assert "gone" not in snap.topic_configs
+
+
+def test_snapshots_never_change_under_their_reader(cache: MetadataCache, store: EmbeddedMetadataStore) -> None:
+    before = cache.snapshot()
+    store.create("/brokers/topics/new", TopicAssignment({0: [1]}).encode())
+    after = until(cache, lambda s: "new" in s.topics)
+    assert "new" not in before.topics and after.version > before.version
+    with pytest.raises(TypeError):
+        after.topics["x"] = after.topics["new"]  # type: ignore[index]
+
+
+def test_listeners_hear_every_change(cache: MetadataCache, store: EmbeddedMetadataStore) -> None:
+    seen: list[ClusterMetadata] = []
+    lock = threading.Lock()
+
+    def listener(snap: ClusterMetadata) -> None:
+        with lock:
+            seen.append(snap)
+
+    cache.add_listener(listener)
+    store.create("/brokers/topics/heard", TopicAssignment({0: [1]}).encode())
+    until(cache, lambda s: "heard" in s.topics)
+    store.sync(SETTLE_TIMEOUT)
+    with lock:
+        assert any("heard" in s.topics for s in seen)
+        assert [s.version for s in seen] == sorted(s.version for s in seen)
+    cache.remove_listener(listener)
+
+
+def test_wait_until_gives_up_after_its_timeout(cache: MetadataCache) -> None:
+    assert cache.wait_until(lambda s: "never" in s.topics, 0.01) is False
+
+
+def test_readers_on_other_threads_always_see_whole_topics(node: ControllerNode) -> None:
+    """Topics appear with all their partitions at once: a snapshot never shows half an assignment."""
+    stop = threading.Event()
+    problems: list[str] = []
+
+    def reader() -> None:
+        while not stop.is_set():
+            snap = node.cache.snapshot()
+            for name, topic in snap.topics.items():
+                if sorted(topic.partitions) != list(range(5)):
+                    problems.append(f"{name}: {sorted(topic.partitions)}")
+            stop.wait(0.001)
+
+    threads = [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        for i in range(10):
+            node.admin.create_topic(NewTopic(f"whole-{i}", 5, 1))
+        settle(node)
+        until(node.cache, lambda s: len(s.topics) == 10 and all(
+            p.leader == 1 for t in s.topics.values() for p in t.partitions.values()
+        ))
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert problems == []
+
+
+def test_broker_view_from_the_node(node: ControllerNode) -> None:
+    snap = until(node.cache, lambda s: s.controller_id == 1)
+    assert snap.cluster_id == node.cluster_id
+    assert list(snap.brokers) == [1]
+    assert snap.brokers[1].endpoints == tuple(plaintext())
