@@ -63,6 +63,7 @@ from sofakafka.controller.store import (
     NodeExistsError,
     NoNodeError,
     Op,
+    SessionState,
     SetDataOp,
     StoreError,
     WatchedEvent,
@@ -156,6 +157,7 @@ class KafkaController:
             return
         self._thread = threading.Thread(target=self._run, name=f"controller-{self.broker_id}", daemon=True)
         self._thread.start()
+        self._store.add_listener(self._on_session_state)
         self._queue.put(self._elect)
 
     def shutdown(self) -> None:
@@ -164,6 +166,7 @@ class KafkaController:
         if self._thread is None or self._stopped:
             return
         self._stopped = True
+        self._store.remove_listener(self._on_session_state)
         self._queue.put(None)
         self._thread.join()
         self._active = False
@@ -268,7 +271,13 @@ class KafkaController:
         log.info("broker %d is the controller (epoch %d)", self.broker_id, self._epoch)
         self._on_controller_failover()
 
-    def _resign(self) -> None:
+    def _on_session_state(self, state: SessionState) -> None:
+        """A lost session took our ephemeral ``/controller`` with it: stop acting as controller at once.
+        (A new session, in issue 6, starts a new election.)"""
+        if state == SessionState.LOST:
+            self._post(self._forget_context)
+
+    def _forget_context(self) -> None:
         self._active = False
         self._live_brokers.clear()
         self._assignments.clear()
@@ -277,6 +286,9 @@ class KafkaController:
         self._topics_to_delete.clear()
         self._deletion_pending.clear()
         self._deletion_done.clear()
+
+    def _resign(self) -> None:
+        self._forget_context()
         with contextlib.suppress(StoreError):
             if self._store.exists(zk_paths.CONTROLLER_PATH, self._watch) is None:
                 self._post(self._elect)

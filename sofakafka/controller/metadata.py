@@ -12,6 +12,7 @@ Public API::
     snap = cache.snapshot()             # an immutable ClusterMetadata; never changes under the reader
     snap.brokers[1].endpoints, snap.topics["orders"].partitions[0].leader, snap.topic_configs["orders"],
     snap.partition("orders", 0), snap.controller_id, snap.cluster_id, snap.deleting
+    snap.has_leaders("orders")          # every partition led by a registered broker
     cache.wait_until(lambda snap: ..., timeout) -> bool
     cache.add_listener(fn)              # fn(new_snapshot) after every change
     cache.close()
@@ -93,6 +94,16 @@ class ClusterMetadata:
     def partition(self, topic: str, partition: int) -> PartitionMetadata | None:
         found = self.topics.get(topic)
         return None if found is None else found.partitions.get(partition)
+
+    def has_leaders(self, topic: str) -> bool:
+        """Every partition of ``topic`` has a registered leader: what CreateTopics and CreatePartitions wait
+        for before answering, as Kafka's waits for its metadata to carry the new leaders."""
+        found = self.topics.get(topic)
+        return (
+            found is not None
+            and bool(found.partitions)
+            and all(p.leader in self.brokers for p in found.partitions.values())
+        )
 
     def topic_config(self, topic: str) -> Mapping[str, str]:
         return self.topic_configs.get(topic, _EMPTY)

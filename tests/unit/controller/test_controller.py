@@ -262,3 +262,21 @@ def test_shutdown_is_idempotent_and_startup_twice_is_harmless(store: EmbeddedMet
     controller.shutdown()
     controller.shutdown()
     assert not controller.is_active
+
+
+def test_a_lost_session_ends_controllership(tmp_path: Path) -> None:
+    with EmbeddedMetadataServer.open(tmp_path / "meta", fsync=False) as server:
+        session = server.connect()
+        register_broker(session, make_registration(1, plaintext()))
+        controller = KafkaController(session, 1)
+        controller.startup()
+        try:
+            assert controller.wait_idle(SETTLE_TIMEOUT) and controller.is_active
+            session.close()
+            assert controller.wait_idle(SETTLE_TIMEOUT)
+            assert not controller.is_active
+            # The ephemeral /controller went with the session, so another broker can take over.
+            other = server.connect()
+            assert other.exists("/controller") is None
+        finally:
+            controller.shutdown()

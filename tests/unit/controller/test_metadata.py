@@ -41,6 +41,11 @@ def until(cache: MetadataCache, predicate: object) -> ClusterMetadata:
     return cache.snapshot()
 
 
+def leader_of(snap: ClusterMetadata, topic: str, partition: int) -> int | None:
+    found = snap.partition(topic, partition)
+    return None if found is None else found.leader
+
+
 def test_an_empty_tree_gives_an_empty_view(cache: MetadataCache) -> None:
     snap = cache.snapshot()
     assert (snap.cluster_id, snap.controller_id, dict(snap.brokers), dict(snap.topics)) == (None, -1, {}, {})
@@ -81,7 +86,7 @@ def test_a_topic_written_by_someone_else_appears_with_its_states(cache: Metadata
     assert snap.topic_config("foreign") == {"cleanup.policy": "compact"}
     assert snap.topics["foreign"].replication_factor == 2
     store.create("/brokers/topics/foreign/partitions/0/state", PartitionState(1, 3, 5, (1,)).encode(), makepath=True)
-    snap = until(cache, lambda s: s.partition("foreign", 0).leader == 1)  # type: ignore[union-attr]
+    snap = until(cache, lambda s: leader_of(s, "foreign", 0) == 1)
     p0 = snap.partition("foreign", 0)
     assert p0 is not None
     assert (p0.leader_epoch, p0.isr, p0.controller_epoch, p0.zk_version) == (3, (1,), 5, 0)
@@ -174,3 +179,18 @@ def test_broker_view_from_the_node(node: ControllerNode) -> None:
     assert snap.cluster_id == node.cluster_id
     assert list(snap.brokers) == [1]
     assert snap.brokers[1].endpoints == tuple(plaintext())
+
+
+def test_has_leaders_needs_every_partition_led_by_a_registered_broker(
+    cache: MetadataCache, store: EmbeddedMetadataStore
+) -> None:
+    store.create("/brokers/topics/led", TopicAssignment({0: [1], 1: [1]}).encode())
+    store.create("/brokers/topics/led/partitions/0/state", PartitionState(1, 0, 1, (1,)).encode(), makepath=True)
+    snap = until(cache, lambda s: leader_of(s, "led", 0) == 1)
+    assert not snap.has_leaders("led")  # partition 1 has no state, and broker 1 is not registered
+    store.create("/brokers/topics/led/partitions/1/state", PartitionState(1, 0, 1, (1,)).encode(), makepath=True)
+    snap = until(cache, lambda s: leader_of(s, "led", 1) == 1)
+    assert not snap.has_leaders("led")
+    register_broker(store, make_registration(1, plaintext()))
+    assert until(cache, lambda s: s.has_leaders("led")).has_leaders("led")
+    assert not snap.has_leaders("missing")
