@@ -16,7 +16,7 @@ import asyncio
 from collections import Counter
 
 from sofakafka.broker.handlers import RequestContext, handles
-from sofakafka.broker.handlers.create_topics import is_controller, partitions_have_leaders, wait_for_metadata
+from sofakafka.broker.handlers.create_topics import is_controller, wait_for_leaders
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode, KafkaError
 from sofakafka.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
@@ -50,8 +50,7 @@ async def handle_create_partitions(ctx: RequestContext, request: CreatePartition
         added[topic.name] = sorted(new)
     if not request.validate_only and request.timeout_ms > 0:
         for name, partitions in added.items():
-            if not await wait_for_metadata(ctx.broker.metadata_cache, partitions_have_leaders(name, partitions),
-                                           request.timeout_ms):
+            if not await wait_for_leaders(ctx, name, partitions, request.timeout_ms):
                 results[name].error_code = ErrorCode.REQUEST_TIMED_OUT
                 results[name].error_message = "The new partitions were created but their leaders were not elected in time."
     return CreatePartitionsResponse(results=[results[n] for n in counts])

@@ -92,6 +92,44 @@ def partitions_have_leaders(topic: str, partitions: Sequence[int]) -> Callable[[
     return check
 
 
+# How often a waiting admin request looks whether the replica manager hosts new partitions yet.
+_HOSTED_CHECK_S = 0.01
+
+
+async def wait_until_hosted(ctx: RequestContext, topic: str, partitions: Sequence[int], timeout_ms: int) -> bool:
+    """After the metadata names leaders: wait until this broker serves the partitions it leads, so a client
+    producing right after the answer (acks=0 included, which never hears of a failure) finds them.
+
+    The broker applies metadata on the loop shortly after the cache changes but announces nothing when done,
+    so this looks again every few milliseconds, bounded by the request's timeout; only admin requests wait
+    here, never produce or fetch."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_ms / 1000
+    rm = ctx.broker.replica_manager
+    own = ctx.broker.broker_id
+    while True:
+        snapshot = ctx.broker.metadata_cache.snapshot()
+        found = snapshot.topics.get(topic)
+        if found is None:
+            return False
+        led = [p for p in partitions if p in found.partitions and found.partitions[p].leader == own]
+        if all(rm.get_partition((topic, p)) is not None for p in led):
+            return True
+        if loop.time() >= deadline:
+            return False
+        await asyncio.sleep(_HOSTED_CHECK_S)
+
+
+async def wait_for_leaders(ctx: RequestContext, topic: str, partitions: Sequence[int], timeout_ms: int) -> bool:
+    """Leaders elected (metadata) and, where this broker leads, the partitions served."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    if not await wait_for_metadata(ctx.broker.metadata_cache, partitions_have_leaders(topic, partitions), timeout_ms):
+        return False
+    left_ms = timeout_ms - int((loop.time() - start) * 1000)
+    return await wait_until_hosted(ctx, topic, partitions, max(left_ms, 0))
+
+
 def error_result(name: str, exc: KafkaError) -> TopicResult:
     return TopicResult(name=name, error_code=exc.code, error_message=exc.message)
 
@@ -131,9 +169,7 @@ async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest
                                    replication_factor=done.replication_factor, error_message=None))
     if not request.validate_only:
         for done in created:
-            ready = await wait_for_metadata(ctx.broker.metadata_cache,
-                                            partitions_have_leaders(done.name, list(done.assignment)),
-                                            request.timeout_ms)
+            ready = await wait_for_leaders(ctx, done.name, list(done.assignment), request.timeout_ms)
             if not ready and request.timeout_ms > 0:
                 result = next(r for r in results if r.name == done.name)
                 result.error_code = ErrorCode.REQUEST_TIMED_OUT
