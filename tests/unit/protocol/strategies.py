@@ -3,6 +3,8 @@
 ``message_strategy(cls, version)`` draws instances of a message (or any ``Struct``) that are valid at
 ``version``: every field the version carries gets a random value (None where the version allows null),
 every field it lacks keeps its default, so ``cls.decode(x.encode(version), version) == x`` holds.
+``records=`` replaces the strategy for record data (random bytes by default), e.g. with one that builds
+valid record batches.
 """
 
 from __future__ import annotations
@@ -47,12 +49,20 @@ TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
 BINARY = st.binary(max_size=24)
 
 
-def value_strategy(ftype: FieldType | type[Struct], version: int, max_list: int = 3) -> st.SearchStrategy[Any]:
+def value_strategy(
+    ftype: FieldType | type[Struct],
+    version: int,
+    max_list: int = 3,
+    flexible: bool = False,
+    records: st.SearchStrategy[Any] = BINARY,
+) -> st.SearchStrategy[Any]:
     """Values of one wire type, nested structs valid at ``version``."""
     if isinstance(ftype, ArrayType):
-        return st.lists(value_strategy(ftype.element, version, max_list), max_size=max_list)
+        return st.lists(value_strategy(ftype.element, version, max_list, flexible, records), max_size=max_list)
     if isinstance(ftype, type):
-        return message_strategy(ftype, version)
+        return message_strategy(ftype, version, flexible, records)
+    if ftype is RECORDS:
+        return records
     if ftype in _INT_BOUNDS:
         lo, hi = _INT_BOUNDS[ftype]
         # Edges and small values find more bugs than uniform 64-bit noise.
@@ -63,28 +73,33 @@ def value_strategy(ftype: FieldType | type[Struct], version: int, max_list: int 
         return st.floats(allow_nan=False)
     if ftype is STRING:
         return TEXT
-    if ftype in (BYTES, RECORDS):
+    if ftype is BYTES:
         return BINARY
     if ftype is UUID:
         return st.uuids()
     raise TypeError(f"no strategy for {ftype!r}")
 
 
-def field_strategy(spec: FieldSpec, version: int, flexible: bool) -> st.SearchStrategy[Any]:
+def field_strategy(
+    spec: FieldSpec, version: int, flexible: bool, records: st.SearchStrategy[Any] = BINARY
+) -> st.SearchStrategy[Any]:
     carried = in_range(version, spec.versions) or (flexible and in_range(version, spec.tagged))
     if not carried:
         return st.builds(spec.default_value)
-    values = value_strategy(spec.type, version)
+    values = value_strategy(spec.type, version, flexible=flexible, records=records)
     if in_range(version, spec.nullable):
         return st.one_of(st.none(), values)
     return values
 
 
-def message_strategy(cls: type[S], version: int, flexible: bool | None = None) -> st.SearchStrategy[S]:
-    """Instances of ``cls`` valid at ``version``; ``flexible`` defaults to the class's own rule."""
+def message_strategy(
+    cls: type[S], version: int, flexible: bool | None = None, records: st.SearchStrategy[Any] = BINARY
+) -> st.SearchStrategy[S]:
+    """Instances of ``cls`` valid at ``version``; ``flexible`` defaults to the class's own rule (nested
+    structs follow their message's)."""
     if flexible is None:
         flexible = cls.is_flexible(version)
-    kwargs = {spec.name: field_strategy(spec, version, flexible) for spec in cls.fields()}
+    kwargs = {spec.name: field_strategy(spec, version, flexible, records) for spec in cls.fields()}
     return st.builds(cls, **kwargs)
 
 
