@@ -102,7 +102,9 @@ class BrokerProcess:
         with open(self.log_path, "ab") as log:
             log.write(f"\n===== start #{self.starts}: {' '.join(self.command())}\n".encode())
             log.flush()
-            env = dict(os.environ, PYTHONUNBUFFERED="1")
+            # The checkout first on the path: the broker under test is this tree's, installed or not.
+            pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+            env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=pythonpath)
             self.proc = subprocess.Popen(
                 self.command(),
                 cwd=self.base_dir,

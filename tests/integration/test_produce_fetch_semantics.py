@@ -5,6 +5,8 @@ kafka-python here negotiates versions through ApiVersions (no pinned ``api_versi
 
 from __future__ import annotations
 
+import socket
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -14,8 +16,13 @@ import kafka.errors
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
+from sofakafka.protocol.api import ApiKey, encode_request, size_prefixed
+from sofakafka.protocol.headers import RequestHeader
+from sofakafka.protocol.messages.api_versions import ApiVersionsRequest
+from sofakafka.protocol.messages.produce import ProduceRequest
+from sofakafka.protocol.records import Record, build_batch
 from tests.integration.conftest import BrokerProcess
-from tests.integration.helpers import Rec, make_records, wait_for
+from tests.integration.helpers import Rec, base_timestamp_ms, make_records, wait_for
 
 
 def new_topic(broker: BrokerProcess, topic: str, configs: dict[str, str] | None = None) -> None:
@@ -24,7 +31,7 @@ def new_topic(broker: BrokerProcess, topic: str, configs: dict[str, str] | None 
         spec: dict[str, Any] = {"num_partitions": 1, "replication_factor": 1}
         if configs:
             spec["configs"] = configs
-        result = admin.create_topics({topic: spec})
+        result = admin.create_topics({topic: spec}, wait_for_metadata=True)
         assert [t["error_code"] for t in result["topics"]] == [0], result
     finally:
         admin.close()
@@ -32,7 +39,8 @@ def new_topic(broker: BrokerProcess, topic: str, configs: dict[str, str] | None 
 
 def producer(broker: BrokerProcess, **config: Any) -> KafkaProducer:
     config.setdefault("enable_idempotence", False)
-    return KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=5, **config)
+    config.setdefault("linger_ms", 5)
+    return KafkaProducer(bootstrap_servers=broker.bootstrap, **config)
 
 
 def send_all(p: KafkaProducer, topic: str, records: list[Rec]) -> list[int]:
@@ -58,14 +66,18 @@ def consumer(broker: BrokerProcess, topic: str, **config: Any) -> KafkaConsumer:
     return c
 
 
-def read_n(broker: BrokerProcess, topic: str, n: int, **config: Any) -> list[Any]:
+def read_n(
+    broker: BrokerProcess, topic: str, n: int, poll_sizes: list[int] | None = None, **config: Any
+) -> list[Any]:
     c = consumer(broker, topic, **config)
     try:
         got: list[Any] = []
 
         def poll() -> list[Any] | None:
-            for batch in c.poll(timeout_ms=500).values():
-                got.extend(batch)
+            polled = [m for batch in c.poll(timeout_ms=500).values() for m in batch]
+            if poll_sizes is not None and polled:
+                poll_sizes.append(len(polled))
+            got.extend(polled)
             return got if len(got) >= n else None
 
         wait_for(f"{n} records from {topic} (have {len(got)})", poll, timeout_s=90)
@@ -99,12 +111,55 @@ def test_every_acks_level_stores_the_records(broker: BrokerProcess, topic_name: 
         offsets = send_all(p, topic_name, records)
     finally:
         p.close(timeout=10)
-    if acks == 0:
-        # No response, so no offsets: the client reports -1 for each, as Kafka's does.
-        assert offsets == [-1] * len(records)
-    else:
+    if acks != 0:
+        # (with acks=0 there is no response: kafka-python 3.x then reports made-up offsets from 0)
         assert offsets == list(range(len(records)))
     assert_same(read_n(broker, topic_name, len(records)), records)
+
+
+def test_acks_0_produce_gets_no_response_on_the_wire(broker: BrokerProcess, topic_name: str) -> None:
+    """Kafka sends nothing back for acks=0; a response would be read as the answer to the next request."""
+    new_topic(broker, topic_name)
+    batch = build_batch([Record(0, base_timestamp_ms(), b"k", b"fire-and-forget")])
+    produce = ProduceRequest(
+        transactional_id=None,
+        acks=0,
+        timeout_ms=30_000,
+        topics=[
+            ProduceRequest.TopicProduceData(
+                name=topic_name,
+                partitions=[
+                    ProduceRequest.TopicProduceData.PartitionProduceData(partition_index=0, records=batch)
+                ],
+            )
+        ],
+    )
+    api_versions = ApiVersionsRequest()
+    with socket.create_connection((broker.host, broker.port), timeout=30) as s:
+        for correlation_id, api_key, version, body in (
+            (1, ApiKey.PRODUCE, 3, produce),
+            (2, ApiKey.API_VERSIONS, 0, api_versions),
+        ):
+            header = RequestHeader(
+                request_api_key=api_key,
+                request_api_version=version,
+                correlation_id=correlation_id,
+                client_id="acks0",
+            )
+            s.sendall(size_prefixed(encode_request(header, body)))
+        (size,) = struct.unpack(">i", recv_exactly(s, 4))
+        (correlation_id,) = struct.unpack_from(">i", recv_exactly(s, size))
+    assert correlation_id == 2, "the first response on the connection must be ApiVersions'"
+    assert [m.value for m in read_n(broker, topic_name, 1)] == [b"fire-and-forget"]
+
+
+def recv_exactly(s: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        assert chunk, "connection closed"
+        buf += chunk
+    return bytes(buf)
 
 
 def test_record_over_max_message_bytes_is_refused_with_message_too_large(
@@ -128,21 +183,24 @@ def test_record_over_max_message_bytes_is_refused_with_message_too_large(
 def test_ten_thousand_records_in_one_consumer_poll(broker: BrokerProcess, topic_name: str) -> None:
     new_topic(broker, topic_name)
     records = make_records(10_000, tag="bulk", with_headers=True)
-    p = producer(broker, acks=1, batch_size=256 * 1024, linger_ms=20, compression_type="lz4")
+    p = producer(broker, acks=1, batch_size=256 * 1024, compression_type="lz4")
     try:
         offsets = send_all(p, topic_name, records)
     finally:
         p.close(timeout=10)
     assert offsets == list(range(len(records)))
+    poll_sizes: list[int] = []
     got = read_n(
         broker,
         topic_name,
         len(records),
+        poll_sizes,
         max_poll_records=10_000,
         fetch_max_bytes=64 * 1024 * 1024,
         max_partition_fetch_bytes=64 * 1024 * 1024,
     )
     assert_same(got, records)
+    assert poll_sizes == [10_000], "all 10,000 records should come back from a single poll"
 
 
 def test_fetch_waiting_for_data_wakes_when_it_is_produced(broker: BrokerProcess, topic_name: str) -> None:
