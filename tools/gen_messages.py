@@ -39,6 +39,11 @@ PRIMITIVES = {
 # Record data travels as raw bytes through these fields; the codec keeps it as a zero-copy view.
 RECORDS_FIELDS = {("ProduceRequest", "Records"), ("FetchResponse", "Records")}
 
+# Defaults where the 2.6 JSON of a hand-written API disagrees with the Java code that actually served it.
+# ProduceRequest.TransactionalId: 2.6's Java schema reads v0-2 requests as null (not transactional), and
+# Kafka's later JSON says so too ("default": "null"); the 2.6 JSON gives no default, i.e. "".
+DEFAULT_OVERRIDES = {("ProduceRequest", "TransactionalId"): "null"}
+
 # Kafka's ApiKeys names where they differ from the JSON message name.
 API_NAMES = {"ListOffset": "LIST_OFFSETS"}
 
@@ -141,7 +146,7 @@ class Emitter:
         return dsl, ann + (" | None" if nullable else ""), False
 
     def default_expr(self, f: dict[str, Any], ftype: str, is_array: bool) -> str:
-        raw = f.get("default")
+        raw = DEFAULT_OVERRIDES.get((self.message["name"], f["name"]), f.get("default"))
         if raw is not None and not isinstance(raw, str):
             raw = json.dumps(raw)
         if is_array:

@@ -32,9 +32,9 @@ value. ``obj.encode(version) -> bytes``, ``obj.encode_into(bytearray, version)``
 zero-copy ``memoryview`` of the input and accepts bytes, bytearray or memoryview when encoding.
 
 Kafka's default rule applies: a field a version lacks must hold its default (raises ``EncodeError``
-otherwise) unless it is ignorable, and decoding such a version yields the default. Defaults are Kafka's:
-e.g. ``ProduceRequest.transactional_id`` defaults to ``""`` (not None) because Kafka declares no default
-for it, so v0-2 requests decode with ``""``.
+otherwise) unless it is ignorable, and decoding such a version yields the default. Defaults are those of
+the 2.6 JSON (e.g. a nullable string without a declared default defaults to ``""``, not None), except
+``ProduceRequest.transactional_id``, which defaults to None as 2.6's Java code reads v0-2 requests.
 
 Errors (sofakafka.protocol.errors): ``DecodeError`` for bad bytes, ``EncodeError`` for values a version
 cannot carry, ``UnsupportedVersionError`` (with ``api_key``/``api_version``) for unknown keys/versions.

@@ -33,7 +33,7 @@ class ProduceRequest(Request):
         name: str = field(STRING, '0+', default="")
         partitions: list[PartitionProduceData] = field(array(PartitionProduceData), '0+', default_factory=list)
 
-    transactional_id: str | None = field(STRING, '3+', nullable='0+', default="")
+    transactional_id: str | None = field(STRING, '3+', nullable='0+', default=None)
     acks: int = field(INT16, '0+', default=0)
     timeout_ms: int = field(INT32, '0+', default=0)
     topics: list[TopicProduceData] = field(array(TopicProduceData), '0+', default_factory=list)

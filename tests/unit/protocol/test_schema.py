@@ -92,6 +92,12 @@ def test_an_ignorable_field_the_version_lacks_is_dropped() -> None:
     assert response.size(0) == len(response.encode(0))
 
 
+def test_produce_requests_before_v3_are_not_transactional() -> None:
+    request = ProduceRequest(acks=1, timeout_ms=5)
+    assert request.transactional_id is None
+    assert ProduceRequest.decode(request.encode(2), 2).transactional_id is None
+
+
 def test_a_field_at_its_default_may_be_left_in_any_version() -> None:
     request = MetadataRequest(topics=None, allow_auto_topic_creation=True)  # allow_auto_topic_creation is 4+
     assert MetadataRequest.decode(request.encode(1), 1) == request
@@ -154,7 +160,7 @@ def test_instances_have_kafka_defaults_and_value_equality() -> None:
 
 def test_repr_names_the_class_and_fields() -> None:
     text = repr(ProduceRequest(acks=1, topics=[ProduceRequest.TopicProduceData(name="t")]))
-    assert text.startswith("ProduceRequest(transactional_id='', acks=1, timeout_ms=0, topics=[")
+    assert text.startswith("ProduceRequest(transactional_id=None, acks=1, timeout_ms=0, topics=[")
     assert "ProduceRequest.TopicProduceData(name='t', partitions=[])" in text
 
 
