@@ -14,14 +14,16 @@ Public API::
     snap.partition("orders", 0), snap.controller_id, snap.cluster_id, snap.deleting
     snap.has_leaders("orders")          # every partition led by a registered broker
     cache.wait_until(lambda snap: ..., timeout) -> bool
-    cache.add_listener(fn)              # fn(new_snapshot) after every change
+    cache.add_listener(fn)              # fn(newest_snapshot) after changes, on the listener thread
     cache.close()
 
 Threads. Watch callbacks arrive on the store's event thread; the cache re-reads the changed znode right there
-(reads are cheap, and the store allows calls from callbacks), updates its model under a lock and publishes a
-new :class:`ClusterMetadata` by swapping one reference. Readers on any thread (the asyncio loop included) take
-``snapshot()`` without blocking and keep a consistent view for as long as they hold it. Listeners run on the
-store's event thread, after the swap: an asyncio owner should hop with ``loop.call_soon_threadsafe``.
+(reads are cheap, and the store allows calls from callbacks) and updates its model under a lock. The next
+``snapshot()`` call builds a new immutable :class:`ClusterMetadata` from what changed (per partition, so a burst
+of changes to a big topic stays linear) and swaps one reference; when nothing changed it returns the current one
+without locking. Readers on any thread (the asyncio loop included) keep a consistent view for as long as they
+hold a snapshot. Listeners run on the cache's own listener thread, once per burst of changes rather than once
+per znode, with the newest snapshot: an asyncio owner should hop with ``loop.call_soon_threadsafe``.
 
 Topics marked for deletion leave ``topics`` at once (Kafka's brokers stop serving them when deletion
 starts) and stay visible in ``deleting`` until the controller removes them. A partition whose state znode
@@ -33,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -131,7 +133,12 @@ Listener = Callable[[ClusterMetadata], None]
 class _TopicModel:
     assignment: dict[int, tuple[int, ...]] = field(default_factory=dict)
     states: dict[int, tuple[PartitionState, int]] = field(default_factory=dict)
-    built: TopicMetadata | None = None  # cache, dropped on any change to the topic or to live brokers
+    # What the last snapshot holds, and what changed since: a burst of state changes to a big topic costs
+    # one rebuild of the changed partitions per snapshot, not one rebuild of the whole topic per change.
+    built_partitions: dict[int, PartitionMetadata] = field(default_factory=dict)
+    dirty: set[int] = field(default_factory=set)
+    all_dirty: bool = True
+    built: TopicMetadata | None = None
 
 
 class MetadataCache:
@@ -150,7 +157,9 @@ class MetadataCache:
         self._topic_configs: dict[str, Mapping[str, str]] = {}
         self._broker_configs: dict[str, Mapping[str, str]] = {}
         self._version = 0
+        self._dirty = False
         self._snapshot = ClusterMetadata()
+        self._notifier: threading.Thread | None = None
 
     # ------------------------------------------------------------------------------------- public API
 
@@ -170,23 +179,35 @@ class MetadataCache:
             self._load_topics()
             self._load_deletions()
             self._load_broker_configs()
-            self._publish()
+            self._changed_model()
+            self._rebuild()
+            if self._notifier is None:
+                self._notifier = threading.Thread(target=self._notify_listeners, name="metadata-listeners", daemon=True)
+                self._notifier.start()
 
     def close(self) -> None:
-        """Stop applying changes (watches already armed fire into nothing)."""
+        """Stop applying changes (watches already armed fire into nothing) and stop calling listeners."""
         with self._lock:
             self._closed = True
             self._changed.notify_all()
+            notifier, self._notifier = self._notifier, None
+        if notifier is not None and notifier is not threading.current_thread():
+            notifier.join()
 
     def snapshot(self) -> ClusterMetadata:
-        return self._snapshot
+        if not self._dirty:
+            return self._snapshot  # the hot path: no lock, one attribute read
+        with self._lock:
+            if self._dirty:
+                self._rebuild()
+            return self._snapshot
 
     def wait_until(self, predicate: Callable[[ClusterMetadata], bool], timeout: float | None) -> bool:
         """Block until ``predicate(snapshot)`` holds (True) or ``timeout`` seconds pass (False). For worker
         threads: CreateTopics waiting for leaders, DeleteTopics waiting for the topic to go."""
         with self._changed:
-            self._changed.wait_for(lambda: self._closed or predicate(self._snapshot), timeout)
-            return predicate(self._snapshot)
+            self._changed.wait_for(lambda: self._closed or predicate(self.snapshot()), timeout)
+            return predicate(self.snapshot())
 
     def add_listener(self, listener: Listener) -> None:
         with self._lock:
@@ -200,23 +221,43 @@ class MetadataCache:
     # ----------------------------------------------------------------------------------------- watches
 
     def _watch(self, event: WatchedEvent) -> None:
-        """On the store's event thread: re-read what changed, then publish."""
+        """On the store's event thread: re-read what changed and mark the snapshot stale."""
         try:
             with self._lock:
                 if self._closed:
                     return
-                if not self._dispatch(event):
-                    return
-                snapshot = self._publish()
-                listeners = list(self._listeners)
-        except StoreError as exc:
+                if self._dispatch(event):
+                    self._changed_model()
+        except (StoreError, ValueError) as exc:
+            # ValueError covers ZkDataError: a znode another writer filled with something we cannot read.
             log.warning("metadata cache could not apply %s on %s: %s", event.type.name, event.path, exc)
-            return
-        for listener in listeners:
-            try:
-                listener(snapshot)
-            except Exception:  # a listener's bug must not stop metadata updates
-                log.exception("metadata listener failed")
+
+    def _changed_model(self) -> None:
+        self._version += 1
+        self._dirty = True
+        self._changed.notify_all()
+
+    def _notify_listeners(self) -> None:
+        """Listeners run here, off the store's event thread, once per burst of changes rather than once
+        per znode: a 1000-partition topic creation wakes them a few times, not a thousand."""
+        notified = -1
+
+        def news() -> bool:
+            return self._closed or self._version != notified
+
+        while True:
+            with self._changed:
+                self._changed.wait_for(news)
+                if self._closed:
+                    return
+                notified = self._version
+                listeners = list(self._listeners)
+                snapshot = self.snapshot()
+            for listener in listeners:
+                try:
+                    listener(snapshot)
+                except Exception:  # a listener's bug must not stop the others or later updates
+                    log.exception("metadata listener failed")
 
     def _dispatch(self, event: WatchedEvent) -> bool:
         path = event.path
@@ -321,7 +362,7 @@ class MetadataCache:
             return  # deleted: the /brokers/topics child watch removes it
         partitions = TopicAssignment.decode(topic, data).partitions
         model.assignment = {p: tuple(r) for p, r in partitions.items()}
-        model.built = None
+        model.all_dirty = True
         self._load_partitions(topic)
 
     def _load_partitions(self, topic: str) -> None:
@@ -344,7 +385,7 @@ class MetadataCache:
         else:
             data, version = found
             model.states[partition] = (PartitionState.decode(data), version)
-        model.built = None
+        model.dirty.add(partition)
 
     def _load_deletions(self) -> None:
         self._deleting = set(self._children(zk_paths.DELETE_TOPICS_PATH) or [])
@@ -376,29 +417,40 @@ class MetadataCache:
 
     def _invalidate_all(self) -> None:
         for model in self._topics.values():
-            model.built = None
+            model.all_dirty = True
 
     def _build_topic(self, name: str, model: _TopicModel) -> TopicMetadata:
-        if model.built is not None:
+        if model.built is not None and not model.all_dirty and not model.dirty:
             return model.built
         live = self._brokers
-        partitions: dict[int, PartitionMetadata] = {}
-        for partition, replicas in sorted(model.assignment.items()):
+        built = model.built_partitions
+        if model.all_dirty:
+            for gone in set(built) - set(model.assignment):
+                del built[gone]
+            changed: Iterable[int] = model.assignment
+        else:
+            changed = model.dirty
+        for partition in changed:
+            replicas = model.assignment.get(partition)
+            if replicas is None:
+                built.pop(partition, None)
+                continue
             offline = tuple(r for r in replicas if r not in live)
             found = model.states.get(partition)
             if found is None:
-                partitions[partition] = PartitionMetadata(name, partition, NO_LEADER, -1, replicas, (), offline)
+                built[partition] = PartitionMetadata(name, partition, NO_LEADER, -1, replicas, (), offline)
             else:
                 state, version = found
-                partitions[partition] = PartitionMetadata(
+                built[partition] = PartitionMetadata(
                     name, partition, state.leader, state.leader_epoch, replicas, state.isr, offline,
                     state.controller_epoch, version,
                 )
-        model.built = TopicMetadata(name, MappingProxyType(partitions))
+        model.dirty.clear()
+        model.all_dirty = False
+        model.built = TopicMetadata(name, MappingProxyType(dict(sorted(built.items()))))
         return model.built
 
-    def _publish(self) -> ClusterMetadata:
-        self._version += 1
+    def _rebuild(self) -> None:
         topics: dict[str, TopicMetadata] = {}
         deleting: dict[str, TopicMetadata] = {}
         for name, model in sorted(self._topics.items()):
@@ -413,5 +465,4 @@ class MetadataCache:
             topic_configs=MappingProxyType(dict(self._topic_configs)),
             broker_configs=MappingProxyType(dict(self._broker_configs)),
         )
-        self._changed.notify_all()
-        return self._snapshot
+        self._dirty = False

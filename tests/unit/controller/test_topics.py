@@ -392,3 +392,11 @@ def test_broker_config_validator_can_refuse(node: ControllerNode) -> None:
     err = error_of(node.admin.set_broker_config, 1, {"x": "y"}, refuse)
     assert err.code == ErrorCode.INVALID_CONFIG
     assert node.store.exists("/config/brokers/1") is None
+
+
+def test_a_thousand_partition_topic_gets_every_leader(node: ControllerNode) -> None:
+    node.admin.create_topic(NewTopic("wide", 1000, 1))
+    assert node.cache.wait_until(lambda s: s.has_leaders("wide"), SETTLE_TIMEOUT)
+    assert sorted(node.cache.snapshot().topics["wide"].partitions) == list(range(1000))
+    node.admin.delete_topic("wide")
+    assert node.cache.wait_until(lambda s: "wide" not in s.topics and "wide" not in s.deleting, SETTLE_TIMEOUT)
