@@ -42,7 +42,12 @@ RECORDS_FIELDS = {("ProduceRequest", "Records"), ("FetchResponse", "Records")}
 # Defaults where the 2.6 JSON of a hand-written API disagrees with the Java code that actually served it.
 # ProduceRequest.TransactionalId: 2.6's Java schema reads v0-2 requests as null (not transactional), and
 # Kafka's later JSON says so too ("default": "null"); the 2.6 JSON gives no default, i.e. "".
-DEFAULT_OVERRIDES = {("ProduceRequest", "TransactionalId"): "null"}
+# FetchResponse.PreferredReadReplica: "none" is -1 in 2.6's FetchResponse.java (and in later JSON), not 0,
+# which would name broker 0.
+DEFAULT_OVERRIDES = {
+    ("ProduceRequest", "TransactionalId"): "null",
+    ("FetchResponse", "PreferredReadReplica"): "-1",
+}
 
 # Kafka's ApiKeys names where they differ from the JSON message name.
 API_NAMES = {"ListOffset": "LIST_OFFSETS"}

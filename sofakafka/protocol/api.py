@@ -34,7 +34,9 @@ zero-copy ``memoryview`` of the input and accepts bytes, bytearray or memoryview
 Kafka's default rule applies: a field a version lacks must hold its default (raises ``EncodeError``
 otherwise) unless it is ignorable, and decoding such a version yields the default. Defaults are those of
 the 2.6 JSON (e.g. a nullable string without a declared default defaults to ``""``, not None), except
-``ProduceRequest.transactional_id``, which defaults to None as 2.6's Java code reads v0-2 requests.
+where 2.6's hand-written Java schemas (what actually served those APIs) differ: ``ProduceRequest``'s
+``transactional_id`` defaults to None and ``FetchResponse``'s ``preferred_read_replica`` to -1
+(tools/gen_messages.py ``DEFAULT_OVERRIDES``).
 
 Errors (sofakafka.protocol.errors): ``DecodeError`` for bad bytes, ``EncodeError`` for values a version
 cannot carry, ``UnsupportedVersionError`` (with ``api_key``/``api_version``) for unknown keys/versions.

@@ -70,7 +70,7 @@ class FetchResponse(Response):
             last_stable_offset: int = field(INT64, '4+', ignorable=True, default=-1)
             log_start_offset: int = field(INT64, '5+', ignorable=True, default=-1)
             aborted: list[AbortedTransaction] | None = field(array(AbortedTransaction), '4+', nullable='4+', default_factory=list)
-            preferred_read_replica: int = field(INT32, '11+', ignorable=True, default=0)
+            preferred_read_replica: int = field(INT32, '11+', ignorable=True, default=-1)
             records: Buffer | None = field(RECORDS, '0+', nullable='0+', default=b"")
 
         name: str = field(STRING, '0+', default="")
