@@ -388,13 +388,14 @@ class KafkaClient:
     def _deadline(self) -> float:
         return time.monotonic() + self.request_timeout_s
 
-    def _retry(self, deadline: float, attempt: Callable[[], T], what: str) -> T:
-        """Runs ``attempt`` until it stops raising a rerouting error; refreshes metadata between tries."""
+    def _retry(self, deadline: float, attempt: Callable[[], T], what: str,
+               retriable: frozenset[ErrorCode] = _REROUTE) -> T:
+        """Runs ``attempt`` until it stops raising a ``retriable`` error; refreshes metadata between tries."""
         while True:
             try:
                 return attempt()
             except KafkaError as e:
-                if e.code not in _REROUTE or time.monotonic() + self.retry_backoff_s >= deadline:
+                if e.code not in retriable or time.monotonic() + self.retry_backoff_s >= deadline:
                     raise
             except (BrokerConnectionError, RequestTimeoutError, NoBrokersAvailableError):
                 if time.monotonic() + self.retry_backoff_s >= deadline:
@@ -449,13 +450,20 @@ class KafkaClient:
         return self._cluster
 
     def topic(self, name: str, *, allow_auto_topic_creation: bool = False) -> TopicInfo:
-        """Fresh metadata of one topic; raises KafkaError with the topic's error code if it has one."""
-        info = self.metadata([name], allow_auto_topic_creation=allow_auto_topic_creation).topics.get(name)
-        if info is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no metadata for topic {name}")
-        if info.error != ErrorCode.NONE:
-            raise KafkaError(info.error, f"topic {name}: {info.error.name}")
-        return info
+        """Fresh metadata of one topic; raises KafkaError with the topic's error code if it has one.
+
+        LEADER_NOT_AVAILABLE (a topic being created, e.g. by this very request's auto-creation) is waited
+        out until the deadline; an unknown topic is reported at once."""
+
+        def attempt() -> TopicInfo:
+            info = self.metadata([name], allow_auto_topic_creation=allow_auto_topic_creation).topics.get(name)
+            if info is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no metadata for topic {name}")
+            if info.error != ErrorCode.NONE:
+                raise KafkaError(info.error, f"topic {name}: {info.error.name}")
+            return info
+
+        return self._retry(self._deadline(), attempt, "Metadata", frozenset({ErrorCode.LEADER_NOT_AVAILABLE}))
 
     def leader_for(self, topic: str, partition: int) -> int:
         info = self.cluster().topics.get(topic)

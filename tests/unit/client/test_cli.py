@@ -188,3 +188,12 @@ def test_an_unreachable_bootstrap_server_exits_with_1() -> None:
         port = s.getsockname()[1]
     done = run("topics", "list", "--bootstrap-server", f"127.0.0.1:{port}", "--request-timeout-ms", "2000")
     assert done.returncode == 1 and "no broker reachable" in done.stderr
+
+
+def test_produce_to_a_new_topic_creates_it_through_metadata(broker: RunningBroker) -> None:
+    b = ("--bootstrap-server", broker.bootstrap)
+    name = new_name()
+    ok("produce", *b, "--topic", name, stdin="first\n")
+    assert ok("consume", *b, "--topic", name, "--from-beginning", "--max-messages", "1") == "first\n"
+    unknown = run("consume", *b, "--topic", new_name(), "--timeout-ms", "300")
+    assert unknown.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in unknown.stderr
