@@ -10,7 +10,9 @@ import itertools
 import socket
 import struct
 import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -32,7 +34,7 @@ from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode, KafkaError
 from sofakafka.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from sofakafka.protocol.records import CompressionType, Record
-from tests.unit.client.conftest import RunningBroker
+from tests.unit.client.conftest import RunningBroker, start_broker, stop_broker
 
 _names = itertools.count()
 
@@ -519,3 +521,37 @@ def test_dynamic_broker_configs_show_their_sources(client: KafkaClient, broker: 
         client.incremental_alter_configs({(BROKER, own): [("log.cleaner.threads", AlterConfigOp.DELETE, None)]})
         client.incremental_alter_configs({(BROKER, ""): [("log.retention.bytes", AlterConfigOp.DELETE, None)]})
     assert entries(client, BROKER, own)["log.cleaner.threads"].config_source == ConfigSource.DEFAULT_CONFIG
+
+
+def test_altered_topic_configs_take_effect_on_the_log(client: KafkaClient) -> None:
+    name = new_name()
+    create(client, name)
+    big = [Record(0, 1, None, b"x" * 2000)]
+    client.produce(name, 0, big)
+    [result] = client.incremental_alter_configs({(TOPIC, name): [("max.message.bytes", AlterConfigOp.SET, "1000")]})
+    assert result.error == ErrorCode.NONE
+    # The broker applies config changes as its metadata watch reports them, a moment after the answer
+    # (Kafka's config change notifications work the same way), so the first produces may still pass.
+    for _ in range(500):
+        try:
+            client.produce(name, 0, big)
+        except KafkaError as e:
+            assert e.code == ErrorCode.MESSAGE_TOO_LARGE
+            break
+        time.sleep(0.01)
+    else:
+        pytest.fail("max.message.bytes=1000 never took effect")
+
+
+def test_delete_topics_is_refused_when_deletion_is_disabled(tmp_path: Path) -> None:
+    running = start_broker(tmp_path, {"delete.topic.enable": "false"})
+    try:
+        caps = {ApiKey.DELETE_TOPICS: 2}
+        with KafkaClient(running.bootstrap) as c, KafkaClient(running.bootstrap, max_versions=caps) as old:
+            create(c, "kept")
+            assert c.delete_topics(["kept"])["kept"].error == ErrorCode.TOPIC_DELETION_DISABLED
+            # v0-2 clients do not know TOPIC_DELETION_DISABLED; Kafka answers them INVALID_REQUEST.
+            assert old.delete_topics(["kept"])["kept"].error == ErrorCode.INVALID_REQUEST
+            assert "kept" in c.metadata().topics
+    finally:
+        stop_broker(running.process)
