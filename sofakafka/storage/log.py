@@ -602,9 +602,6 @@ class Log:
             self.producer_state.take_snapshot()
             segment = self._new_segment(new_offset)
             self._add_segment(segment)
-            if old.size == 0:
-                self._remove_segment(old.base_offset)
-                old.delete_files()
             self._log_end_metadata = LogOffsetMetadata(self._log_end_offset, segment.base_offset, 0)
             self.flush(new_offset)
             return segment
@@ -807,12 +804,18 @@ class Log:
                 self._remove_segment(seg.base_offset)
             self._schedule_delete(doomed)
             active = self.active_segment
+            # A target inside a batch removes the whole batch; the log then ends where that batch began, so
+            # the end offset always matches the data (and what a restart will compute from it).
+            found = active.translate_offset(target_offset)
+            new_end = target_offset
+            if found is not None and found[1].base_offset < target_offset:
+                new_end = max(found[1].base_offset, active.base_offset)
             active.truncate_to(target_offset)
             active.resize_indexes(self.config.max_index_size)
-            self._set_log_end_offset(target_offset)
-            self._log_start_offset = min(self._log_start_offset, target_offset)
-            self.leader_epoch_cache.truncate_from_end(target_offset)
-            self._load_producer_state(target_offset)
+            self._set_log_end_offset(new_end)
+            self._log_start_offset = min(self._log_start_offset, new_end)
+            self.leader_epoch_cache.truncate_from_end(new_end)
+            self._load_producer_state(new_end)
             return True
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
