@@ -548,7 +548,9 @@ class KafkaController:
                 retry = True
         if retry:
             # Kafka marks such replicas ineligible and retries later; a short pause keeps us from spinning.
-            threading.Timer(1.0, lambda: self._post(self._resume_deletions)).start()
+            timer = threading.Timer(1.0, lambda: self._post(self._resume_deletions))
+            timer.daemon = True
+            timer.start()
         else:
             self._resume_deletions()
 

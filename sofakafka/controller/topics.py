@@ -5,7 +5,8 @@ These functions only *write the request* into the tree, as Kafka's admin path do
 (:mod:`sofakafka.controller.kafka_controller`) reacts to the writes through its watches: it elects leaders of
 new partitions and writes their ``state`` znodes, and it carries out deletions. A handler that must answer only
 once the change took effect (CreateTopics waits for leaders, DeleteTopics for the topic to vanish) waits on the
-:class:`~sofakafka.controller.metadata.MetadataCache`, e.g. ``cache.wait_until(lambda m: ..., timeout)``.
+:class:`~sofakafka.controller.metadata.MetadataCache`, e.g.
+``cache.wait_until(lambda snap: snap.has_leaders(name), timeout)``.
 
 Public API (all methods block on the store; call them from a worker thread in asyncio code)::
 

@@ -248,6 +248,24 @@ def test_deletion_waits_for_every_replica_to_be_stopped(node: ControllerNode) ->
     assert node.store.exists("/admin/delete_topics/slow") is None
 
 
+def test_a_failed_replica_deletion_is_asked_again(node: ControllerNode) -> None:
+    sender = RecordingSender()
+    node.controller.set_stop_replica_sender(sender)
+    node.admin.create_topic(NewTopic("stubborn", 1, 1))
+    assert leaders_elected(node, "stubborn", 1)
+    node.admin.delete_topic("stubborn")
+    settle(node)
+    assert len(sender.requests) == 1
+    sender.sent.clear()
+    node.controller.replica_deletion_done(1, {TopicPartition("stubborn", 0): ErrorCode.KAFKA_STORAGE_ERROR})
+    assert sender.sent.wait(SETTLE_TIMEOUT)
+    assert sender.requests[1] == (1, [TopicPartition("stubborn", 0)])
+    assert node.store.exists("/brokers/topics/stubborn") is not None
+    node.controller.replica_deletion_done(1, {TopicPartition("stubborn", 0): ErrorCode.NONE})
+    settle(node)
+    assert node.store.exists("/brokers/topics/stubborn") is None
+
+
 def test_disabled_deletion_removes_the_marker_and_keeps_the_topic(store: EmbeddedMetadataStore) -> None:
     node = ControllerNode.start(store, 1, plaintext(), delete_topic_enable=False)
     try:
