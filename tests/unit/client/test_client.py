@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sofakafka.client import (
     EARLIEST_TIMESTAMP,
@@ -555,3 +557,32 @@ def test_delete_topics_is_refused_when_deletion_is_disabled(tmp_path: Path) -> N
             assert "kept" in c.metadata().topics
     finally:
         stop_broker(running.process)
+
+
+_record = st.builds(
+    lambda key, value, ts, headers: Record(0, ts, key, value, headers),
+    st.none() | st.binary(max_size=40),
+    st.none() | st.binary(max_size=200),
+    st.integers(min_value=0, max_value=2**41),
+    st.lists(st.tuples(st.text(max_size=8), st.none() | st.binary(max_size=16)), max_size=3),
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batch=st.lists(_record, min_size=1, max_size=15), codec=st.sampled_from(list(CompressionType)),
+       version=st.sampled_from([2, 3, 7, 8]))
+def test_any_records_round_trip_through_the_broker(broker: RunningBroker, batch: list[Record], codec: int,
+                                                    version: int) -> None:
+    if version < 3:
+        batch = [Record(0, r.timestamp, r.key, r.value) for r in batch]
+        if codec == CompressionType.ZSTD:
+            codec = CompressionType.NONE
+    with KafkaClient(broker.bootstrap, max_versions={ApiKey.PRODUCE: version}) as c:
+        name = "round-trip"
+        c.topic(name, allow_auto_topic_creation=True)
+        result = c.produce(name, 0, batch, compression=codec)
+        assert result is not None
+        got = c.fetch(name, 0, result.base_offset, max_bytes=10 << 20).records[: len(batch)]
+        assert [r.offset for r in got] == list(range(result.base_offset, result.base_offset + len(batch)))
+        assert [(r.key, r.value, r.timestamp, r.headers) for r in got] == [
+            (r.key, r.value, r.timestamp, r.headers) for r in batch]
