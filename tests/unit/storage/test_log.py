@@ -242,12 +242,16 @@ def test_truncate_to_and_truncate_fully(tmp_path: Path) -> None:
     for epoch in range(10):
         log.append_as_leader(make_batch(2), epoch)
     log.high_watermark = 20
-    assert log.truncate_to(7)
-    assert log.log_end_offset == 7 and log.high_watermark == 7
+    assert log.truncate_to(8)
+    assert log.log_end_offset == 8 and log.high_watermark == 8
     assert log.leader_epoch_cache.latest_epoch == 3
+    # Inside a batch: the whole batch [6, 7] goes and the log ends where it began.
+    assert log.truncate_to(7)
+    assert log.log_end_offset == 6 and log.high_watermark == 6
+    assert log.leader_epoch_cache.latest_epoch == 2
     assert offsets_of(b"".join(log.iter_batches_bytes())) == list(range(6))
     log.append_as_leader(make_batch(1), 11)
-    assert log.log_end_offset == 8
+    assert log.log_end_offset == 7
     log.truncate_fully_and_start_at(100)
     assert (log.log_start_offset, log.log_end_offset, log.number_of_segments) == (100, 100, 1)
     assert log.leader_epoch_cache.entries == []
