@@ -575,8 +575,8 @@ def test_any_records_round_trip_through_the_broker(broker: RunningBroker, batch:
                                                     version: int) -> None:
     if version < 3:
         batch = [Record(0, r.timestamp, r.key, r.value) for r in batch]
-        if codec == CompressionType.ZSTD:
-            codec = CompressionType.NONE
+    if codec == CompressionType.ZSTD and version < 7:
+        codec = CompressionType.NONE  # zstd needs Produce v7 (the broker answers UNSUPPORTED_COMPRESSION_TYPE)
     with KafkaClient(broker.bootstrap, max_versions={ApiKey.PRODUCE: version}) as c:
         name = "round-trip"
         c.topic(name, allow_auto_topic_creation=True)
