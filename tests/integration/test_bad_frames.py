@@ -12,8 +12,10 @@ import struct
 from collections.abc import Iterator
 
 import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from tests.integration.conftest import BrokerProcess, api_versions_ok
+from tests.integration.helpers import wait_for
 
 API_VERSIONS = 18
 METADATA = 3
@@ -198,3 +200,34 @@ def test_small_socket_request_max_bytes_is_enforced(broker_factory: object) -> N
         s.sendall(frame(header(API_VERSIONS, 0, 2, b"c" * (padding_for + 1))))
         assert_closed_without_reply(s)
     assert api_versions_ok(small.host, small.port)
+
+
+def test_stock_client_round_trip_after_bad_clients(broker: BrokerProcess, topic_name: str) -> None:
+    """After (in file order) every kind of bad frame above, a stock client still produces and consumes."""
+    for bad in (frame(header(9999, 0, 1)), struct.pack(">i", -1), frame(b"\xff" * 3)):
+        with socket.create_connection((broker.host, broker.port), timeout=REPLY_TIMEOUT_S) as s:
+            s.sendall(bad)
+            assert_closed_without_reply(s)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=False, acks=-1)
+    try:
+        metadata = producer.send(topic_name, key=b"k", value=b"still here", partition=0).get(timeout=30)
+        assert metadata.offset == 0
+    finally:
+        producer.close(timeout=10)
+    consumer = KafkaConsumer(
+        bootstrap_servers=broker.bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
+    try:
+        consumer.assign([TopicPartition(topic_name, 0)])
+        got: list[bytes] = []
+
+        def poll() -> list[bytes] | None:
+            got.extend(m.value for batch in consumer.poll(timeout_ms=500).values() for m in batch)
+            return got or None
+
+        assert wait_for("the record", poll) == [b"still here"]
+    finally:
+        consumer.close()
