@@ -83,7 +83,9 @@ def apply_operations(resource_type: int, current: Mapping[str, str], ops: Sequen
             items = [i.strip() for i in old.split(",") if i.strip()]
             change = [i.strip() for i in op.value.split(",") if i.strip()]
             if op.config_operation == APPEND:
-                items += [i for i in change if i not in items]
+                for item in change:
+                    if item not in items:
+                        items.append(item)
             else:
                 items = [i for i in items if i not in change]
             result[op.name] = ",".join(items)
