@@ -290,3 +290,40 @@ def test_restart_keeps_every_acknowledged_record(
     restart(b, clean=not clean)
     assert_same(read_n(b, topic, len(first) + len(second)), first + second)
     assert end_offset(b, topic) == len(first) + len(second)
+
+
+def test_incremental_fetch_session_follows_every_partition(broker: BrokerProcess, topic_name: str) -> None:
+    """kafka-python keeps a KIP-227 fetch session: after the first full fetch it sends only what changed, and
+    the broker answers only partitions with news. Records appended later to any partition, one partition
+    at a time, must all arrive through the same session, each partition's in order."""
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        admin.create_topics({topic_name: {"num_partitions": 3, "replication_factor": 1}}, wait_for_metadata=True)
+    finally:
+        admin.close()
+    c = KafkaConsumer(
+        bootstrap_servers=broker.bootstrap, group_id=None, enable_auto_commit=False, auto_offset_reset="earliest"
+    )
+    tps = [TopicPartition(topic_name, i) for i in range(3)]
+    c.assign(tps)
+    p = producer(broker, acks=1)
+    got: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
+    expected: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
+    try:
+        for round_ in range(6):
+            partition = [0, 2, 2, 1, 0, 2][round_]
+            values = [f"r{round_}-{i}".encode() for i in range(3)]
+            for v in values:
+                p.send(topic_name, value=v, partition=partition)
+            p.flush(timeout=30)
+            expected[partition] += values
+
+            def poll() -> bool | None:
+                for tp, batch in c.poll(timeout_ms=500).items():
+                    got[tp.partition].extend(m.value for m in batch)
+                return True if got == expected else None
+
+            wait_for(f"round {round_} on partition {partition}: have {got}, want {expected}", poll)
+    finally:
+        p.close(timeout=10)
+        c.close()
