@@ -1,11 +1,16 @@
-"""The `sofakafka` command. Verbs are added as the layers below them land."""
+"""The `sofakafka` command: `serve` runs a broker; the console verbs live in cli_admin."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
+import signal
 import sys
 
 from sofakafka import __version__
+
+EXIT_CONFIG_ERROR = 2
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -17,6 +22,65 @@ def main(argv: list[str] | None = None) -> int:
         return cli_admin.main(args)
     parser = argparse.ArgumentParser(prog="sofakafka", description="A Kafka-compatible broker in Python.")
     parser.add_argument("--version", action="version", version=f"sofakafka {__version__}")
-    parser.parse_args(argv)
+    verbs = parser.add_subparsers(dest="verb")
+    serve = verbs.add_parser("serve", help="run a broker",
+                             description="Run a broker. With no file: PLAINTEXT://127.0.0.1:9092 and a data "
+                                         "directory under your home directory (or the working directory).")
+    serve.add_argument("properties", nargs="?", help="a server.properties file (Kafka's keys)")
+    serve.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                       help="set a config key, winning over the file (repeatable)")
+    serve.add_argument("--log-level", default="INFO",
+                       choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], help="logging to stderr")
+    parsed = parser.parse_args(args)
+    if parsed.verb == "serve":
+        return serve_command(parsed.properties, parsed.override, parsed.log_level)
     parser.print_help()
+    return 0
+
+
+def serve_command(properties: str | None, overrides: list[str], log_level: str) -> int:
+    logging.basicConfig(level=getattr(logging, log_level), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from sofakafka.broker.config import ConfigError, KafkaConfig
+
+    try:
+        config = KafkaConfig.load(properties, overrides)
+    except ConfigError as exc:
+        print(f"sofakafka: configuration error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    import uvloop
+
+    try:
+        return uvloop.run(_serve(config))
+    except ConfigError as exc:
+        print(f"sofakafka: configuration error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    except KeyboardInterrupt:
+        return 130
+
+
+async def _serve(config: object) -> int:
+    from sofakafka.broker.broker import Broker
+    from sofakafka.broker.config import KafkaConfig
+
+    assert isinstance(config, KafkaConfig)
+    loop = asyncio.get_running_loop()
+    stop = loop.create_future()
+
+    def request_stop(signame: str) -> None:
+        logging.getLogger("sofakafka").info("received %s, shutting down", signame)
+        if not stop.done():
+            stop.set_result(None)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, request_stop, sig.name)
+    broker = Broker(config)
+    try:
+        await broker.startup()
+        where = ", ".join(b.connection_string() for b in broker.listeners)
+        print(f"sofakafka broker {broker.broker_id} started, listening on {where}; "
+              f"data in {', '.join(config.log_dirs)}", flush=True)
+        await stop
+    finally:
+        await broker.shutdown()
     return 0

@@ -1,0 +1,359 @@
+"""The broker: KafkaConfig in, a serving Kafka node out, and a clean way back down.
+
+Start-up, in the order a 2.6 broker does it:
+
+1. listeners bound (not yet serving), so a port 0 listener knows its real port before it is registered;
+2. the metadata store (embedded under the first log dir when ``zookeeper.connect`` is unset; with it set
+   start-up stops with a message, the ZooKeeper backend is issue 6), then the controller node: cluster id,
+   registration in ``/brokers/ids``, controller election, metadata cache;
+3. the log manager loads every log (recovering them after an unclean shutdown);
+4. the replica manager becomes leader of every partition the metadata says this broker leads, and keeps
+   following the metadata cache from then on (new topics, deleted topics, config changes);
+5. the listeners start serving and "sofakafka broker <id> started, listening on ..." is printed.
+
+Periodic work (retention, ``flush.ms``, recovery-point / log-start / high-watermark checkpoints, the log
+cleaner) runs on a background thread pool, scheduled from the loop; none of it blocks the loop.
+
+Shutdown (SIGTERM/SIGINT in ``sofakafka serve``): stop accepting, answer the delayed operations now, let the
+requests in flight finish, close connections, stop the periodic work and the controller, then the log manager
+flushes every log and writes its checkpoints and the clean-shutdown marker, so the next start skips recovery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+from sofakafka.broker.config import LONG_MAX, ConfigError, KafkaConfig
+from sofakafka.broker.fetch_session import FetchSessionCache
+from sofakafka.broker.handlers import load_handlers
+from sofakafka.broker.replica_manager import ReplicaManager
+from sofakafka.broker.server import BoundListener, SocketServer
+from sofakafka.controller.embedded import EmbeddedMetadataServer
+from sofakafka.controller.metadata import ClusterMetadata, MetadataCache
+from sofakafka.controller.node import ControllerNode
+from sofakafka.controller.store import MetadataStore
+from sofakafka.controller.topics import TopicAdmin
+from sofakafka.controller.zk_data import BrokerEndpoint, TopicPartition
+from sofakafka.protocol.errors import ErrorCode
+from sofakafka.storage.cleaner import LogCleaner
+from sofakafka.storage.config import LogConfig
+from sofakafka.storage.errors import InvalidLogConfigError
+from sofakafka.storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# How long shutdown waits for requests already taken to be answered before closing their connections.
+SHUTDOWN_DRAIN_SECONDS = 15.0
+
+
+class Broker:
+    def __init__(self, config: KafkaConfig) -> None:
+        self.config = config
+        broker_id = config.effective_broker_id()
+        if broker_id is None:
+            raise ConfigError("broker.id", "-1 (generated ids) needs ZooKeeper; set broker.id")
+        self.broker_id = broker_id
+        self.server = SocketServer(self, config)
+        self.fetch_sessions = FetchSessionCache(config.get_int("max.incremental.fetch.session.cache.slots"))
+        self._background = ThreadPoolExecutor(2, thread_name_prefix="background")
+        self._metadata_server: EmbeddedMetadataServer | None = None
+        self.store: MetadataStore | None = None
+        self._node: ControllerNode | None = None
+        self._log_manager: LogManager | None = None
+        self._replica_manager: ReplicaManager | None = None
+        self._cleaner: LogCleaner | None = None
+        self._periodic: list[asyncio.Task[None]] = []
+        self._metadata_dirty = False
+        self._metadata_task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._static_broker_props = {k: str(v) for k, v in config.originals.items()}
+        self.default_log_config = LogConfig.from_broker_props(self._static_broker_props)
+        self._stopped = False
+        self.started = False
+
+    # -- the parts handlers use -------------------------------------------------------------------------------
+    @property
+    def replica_manager(self) -> ReplicaManager:
+        assert self._replica_manager is not None, "broker not started"
+        return self._replica_manager
+
+    @property
+    def log_manager(self) -> LogManager:
+        assert self._log_manager is not None, "broker not started"
+        return self._log_manager
+
+    @property
+    def node(self) -> ControllerNode:
+        """The controller side: ``node.cache`` (metadata view), ``node.admin`` (topic/config writes)."""
+        assert self._node is not None, "broker not started"
+        return self._node
+
+    @property
+    def metadata_cache(self) -> MetadataCache:
+        return self.node.cache
+
+    @property
+    def topic_admin(self) -> TopicAdmin:
+        """Topic and config writes; its methods block on the store (call through ``run_blocking``)."""
+        return self.node.admin
+
+    def metadata(self) -> ClusterMetadata:
+        return self.node.cache.snapshot()
+
+    @property
+    def listeners(self) -> list[BoundListener]:
+        return self.server.listeners
+
+    async def run_blocking(self, fn: Callable[[], T]) -> T:
+        """Blocking work that is neither an append nor a read (store writes, admin calls) off the loop."""
+        return await asyncio.get_running_loop().run_in_executor(self._background, fn)
+
+    def topic_log_config(self, topic: str, snapshot: ClusterMetadata | None = None) -> LogConfig:
+        """The topic's overrides on top of the broker's defaults (static and dynamic)."""
+        snap = snapshot if snapshot is not None else (self._node.cache.snapshot() if self._node else None)
+        base = self.default_log_config
+        if snap is None:
+            return base
+        dynamic = {**snap.broker_config(None), **snap.broker_config(self.broker_id)}
+        if dynamic:
+            try:
+                base = LogConfig.from_broker_props({**self._static_broker_props, **dynamic})
+            except InvalidLogConfigError as exc:
+                log.warning("ignoring invalid dynamic broker config: %s", exc)
+        overrides = snap.topic_config(topic)
+        if not overrides:
+            return base
+        try:
+            return LogConfig.from_props(dict(overrides), base=base)
+        except InvalidLogConfigError as exc:
+            log.warning("topic %s: ignoring invalid config overrides: %s", topic, exc)
+            return base
+
+    # -- start-up -----------------------------------------------------------------------------------------------
+    async def startup(self) -> None:
+        config = self.config
+        if not config.uses_embedded_store:
+            raise ConfigError("zookeeper.connect", "the ZooKeeper metadata backend is not available yet; remove "
+                                                   "zookeeper.connect to use the embedded metadata store")
+        self._loop = asyncio.get_running_loop()
+        load_handlers()
+        listeners = await self.server.start()
+        try:
+            await self._start_components(listeners)
+        except BaseException:
+            await self.shutdown()
+            raise
+        await self.server.start_serving()
+        self.started = True
+        where = ", ".join(b.connection_string() for b in listeners)
+        log.info("sofakafka broker %d started, listening on %s", self.broker_id, where)
+
+    async def _start_components(self, listeners: Sequence[BoundListener]) -> None:
+        config = self.config
+        endpoints = [BrokerEndpoint(b.listener_name, b.advertised_host, b.advertised_port,
+                                    b.security_protocol.value) for b in listeners]
+        metadata_dir = config.metadata_dir
+        log.info("data in %s (metadata in %s)", ", ".join(config.log_dirs), metadata_dir)
+
+        def open_store() -> ControllerNode:
+            self._metadata_server = EmbeddedMetadataServer.open(
+                metadata_dir, snapshot_interval_ops=config.get_int("sofakafka.metadata.snapshot.interval.ops"))
+            self.store = self._metadata_server.connect()
+            return ControllerNode.start(
+                self.store,
+                self.broker_id,
+                endpoints,
+                rack=rack if isinstance(rack := config.values.get("broker.rack"), str) and rack else None,
+                default_num_partitions=config.get_int("num.partitions"),
+                default_replication_factor=config.get_int("default.replication.factor"),
+                delete_topic_enable=config.get_bool("delete.topic.enable"),
+                unclean_leader_election_enable=config.get_bool("unclean.leader.election.enable"),
+                stop_replica_sender=self,
+            )
+
+        self._node = await self.run_blocking(open_store)
+        self._log_manager = LogManager(
+            [Path(d) for d in config.log_dirs],
+            default_config=self.default_log_config,
+            topic_configs=self.topic_log_config,
+            broker_id=self.broker_id,
+            cluster_id=self._node.cluster_id,
+            recovery_threads_per_data_dir=config.get_int("num.recovery.threads.per.data.dir"),
+        )
+        await self.run_blocking(self._log_manager.startup)
+        self._replica_manager = ReplicaManager(self.broker_id, self._log_manager)
+        self._node.cache.add_listener(self._on_metadata_changed)
+        await self._apply_metadata()
+        self._start_periodic_tasks()
+
+    # -- metadata -> hosted partitions ------------------------------------------------------------------------------
+    def _on_metadata_changed(self, _snapshot: ClusterMetadata) -> None:
+        loop = self._loop
+        if loop is None or self._stopped:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed during shutdown
+            loop.call_soon_threadsafe(self._schedule_metadata_apply)
+
+    def _schedule_metadata_apply(self) -> None:
+        self._metadata_dirty = True
+        if self._metadata_task is None or self._metadata_task.done():
+            self._metadata_task = asyncio.get_running_loop().create_task(self._apply_metadata_loop())
+
+    async def _apply_metadata_loop(self) -> None:
+        while self._metadata_dirty and not self._stopped:
+            self._metadata_dirty = False
+            try:
+                await self._apply_metadata()
+            except Exception:
+                log.exception("applying a metadata change failed")
+
+    async def _apply_metadata(self) -> None:
+        """Lead what the metadata says we lead, stop serving what moved away, follow config changes."""
+        snap = self.node.cache.snapshot()
+        rm = self.replica_manager
+        wanted: set[tuple[str, int]] = set()
+        for topic in snap.topics.values():
+            for p in topic.partitions.values():
+                if p.leader != self.broker_id:
+                    continue
+                wanted.add((p.topic, p.partition))
+                current = rm.get_partition((p.topic, p.partition))
+                if (current is None or current.leader_epoch != p.leader_epoch or current.isr != list(p.isr)
+                        or current.replicas != list(p.replicas)):
+                    await rm.become_leader(p.topic, p.partition, p.leader_epoch, p.replicas, p.isr)
+        for part in rm.partitions:
+            if part.tp not in wanted and part.topic in snap.topics:
+                # Leadership moved elsewhere (issue 6 turns this into following); stop serving it meanwhile.
+                await rm.stop_replica(part.topic, part.partition, delete=False)
+        for part in rm.partitions:
+            cfg = self.topic_log_config(part.topic, snap)
+            if cfg != part.log.config:
+                part.log.update_config(cfg)
+
+    # StopReplicaSender: the controller asks us to delete the replicas of a topic being deleted.
+    def stop_replicas(self, broker_id: int, partitions: Sequence[TopicPartition]) -> None:
+        loop = self._loop
+        if loop is None:
+            return
+        tps = list(partitions)
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(lambda: loop.create_task(self._delete_replicas(broker_id, tps)))
+
+    async def _delete_replicas(self, broker_id: int, partitions: list[TopicPartition]) -> None:
+        results: dict[TopicPartition, ErrorCode] = {}
+        for tp in partitions:
+            try:
+                if self._replica_manager is not None:
+                    await self._replica_manager.stop_replica(tp.topic, tp.partition, delete=True)
+                results[tp] = ErrorCode.NONE
+            except Exception:
+                log.exception("deleting replica %s-%d failed", tp.topic, tp.partition)
+                results[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+        if self._node is not None:
+            self._node.controller.replica_deletion_done(broker_id, results)
+
+    # -- periodic work ------------------------------------------------------------------------------------------------
+    def _start_periodic_tasks(self) -> None:
+        config = self.config
+        lm = self.log_manager
+        self._every("log retention", config.get_int("log.retention.check.interval.ms"), lm.cleanup_logs)
+        flush_interval = config.get_int("log.flush.scheduler.interval.ms")
+        if flush_interval < LONG_MAX // 2:
+            self._every("log flusher", flush_interval, lm.flush_dirty_logs)
+        self._every("recovery-point checkpoint", config.get_int("log.flush.offset.checkpoint.interval.ms"),
+                    lm.checkpoint_recovery_points)
+        self._every("log-start-offset checkpoint",
+                    config.get_int("log.flush.start.offset.checkpoint.interval.ms"), lm.checkpoint_log_start_offsets)
+        self._every("high-watermark checkpoint", config.get_int("replica.high.watermark.checkpoint.interval.ms"),
+                    lm.checkpoint_high_watermarks)
+        if config.get_bool("log.cleaner.enable"):
+            self._cleaner = LogCleaner()
+            self._every("log cleaner", config.get_int("log.cleaner.backoff.ms"), self._clean_compacted_logs)
+
+    def _every(self, name: str, interval_ms: int, work: Callable[[], object]) -> None:
+        if interval_ms <= 0:
+            return
+
+        async def run() -> None:
+            while True:
+                await asyncio.sleep(interval_ms / 1000.0)
+                try:
+                    await self.run_blocking(work)
+                except Exception:
+                    log.exception("%s failed", name)
+
+        self._periodic.append(asyncio.get_running_loop().create_task(run(), name=name))
+
+    def _clean_compacted_logs(self) -> None:
+        cleaner = self._cleaner
+        if cleaner is None:
+            return
+        for lg in self.log_manager.all_logs:
+            if lg.config.compact and not lg.closed:
+                cleaner.clean_log(lg)
+
+    # -- shutdown ------------------------------------------------------------------------------------------------------
+    async def shutdown(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        log.info("sofakafka broker %d shutting down", self.broker_id)
+        await self.server.stop_accepting()
+        if self._replica_manager is not None:
+            self._replica_manager.begin_shutdown()
+        if not await self.server.drain(SHUTDOWN_DRAIN_SECONDS):
+            log.warning("closing connections with requests still in flight after %.0f s", SHUTDOWN_DRAIN_SECONDS)
+        await self.server.close_connections()
+        for task in self._periodic:
+            task.cancel()
+        for task in self._periodic:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._metadata_task is not None:
+            self._metadata_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._metadata_task
+        await self._stop_blocking_parts()
+        log.info("sofakafka broker %d stopped", self.broker_id)
+
+    async def _stop_blocking_parts(self) -> None:
+        loop = asyncio.get_running_loop()
+
+        def stop() -> None:
+            if self._node is not None:
+                _quietly("controller", self._node.shutdown)
+            if self._replica_manager is not None:
+                _quietly("replica manager", self._replica_manager.shutdown_executors)
+            if self._log_manager is not None:
+                _quietly("log manager", self._log_manager.shutdown)
+            if self.store is not None:
+                _quietly("metadata session", self.store.close)
+            if self._metadata_server is not None:
+                _quietly("metadata store", self._metadata_server.close)
+
+        await loop.run_in_executor(None, stop)
+        self._background.shutdown(wait=True)
+
+
+def _quietly(what: str, fn: Callable[[], object]) -> None:
+    try:
+        fn()
+    except Exception:
+        log.exception("stopping the %s failed", what)
+
+
+async def serve_until(broker: Broker, stop: Awaitable[object]) -> None:
+    """Start ``broker``, serve until ``stop`` resolves, then shut down cleanly."""
+    try:
+        await broker.startup()
+        await stop
+    finally:
+        await broker.shutdown()

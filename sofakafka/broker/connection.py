@@ -1,0 +1,364 @@
+"""One client connection: size-prefixed frames in, responses out in request order.
+
+Life of a request: ``data_received`` cuts complete frames off the input buffer (a size above
+``socket.request.max.bytes``, or negative, closes the connection as soon as the four size bytes arrive, before
+any body is buffered); the header is decoded, the handler for its API key looked up in the registry, the body
+decoded, and the handler started as a task. Several requests of one connection may be handled at once (a
+Fetch waiting in purgatory does not hold back the Metadata request behind it), but each request takes a slot
+in a FIFO when it arrives and responses leave in slot order, as Kafka's protocol requires. Produce handlers
+hand their appends to a single append thread in the order they start, and tasks start in the order they are
+created, so the appends of one connection also happen in request order.
+
+Backpressure, both ways: when ``queued.max.requests`` requests are in flight, or the transport's write buffer
+is above its high-water mark (a client not reading its responses), reading stops; it resumes when both have
+drained. ``connections.max.idle.ms`` closes a connection with nothing in flight and no traffic for that long.
+
+What closes a connection (logged with the peer and the reason, other connections are untouched): a frame
+that does not decode (the codec raises the ProtocolError family for any malformed bytes), an unknown API key,
+a version of an API the codec does not know (Kafka does the same: the response could not be encoded). A known
+API at a version we do not handle is answered with UNSUPPORTED_VERSION when the response body has a top-level
+error code, and closes the connection otherwise. An ApiVersions request of an unknown version gets the KIP-511
+answer. Handler failures are turned into error responses here and only here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import socket
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sofakafka.broker.handlers import RawResponse, RequestContext, lookup
+from sofakafka.broker.handlers.api_versions import unsupported_version_response
+from sofakafka.protocol.api import decode_request_body, response_type
+from sofakafka.protocol.errors import ErrorCode, KafkaError, ProtocolError, UnsupportedVersionError
+from sofakafka.protocol.headers import (
+    API_VERSIONS_KEY,
+    RequestHeader,
+    ResponseHeader,
+    decode_request_header,
+    response_header_version,
+)
+from sofakafka.protocol.schema import Response
+
+if TYPE_CHECKING:
+    from sofakafka.broker.server import SocketServer
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+
+
+@dataclass(slots=True)
+class _Slot:
+    """One request's place in the response order; ``chunks`` is None until its answer is ready."""
+
+    correlation_id: int
+    done: bool = False
+    chunks: Sequence[bytes | bytearray | memoryview] | None = None
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, server: SocketServer, listener_name: str, security_protocol: str) -> None:
+        self.server = server
+        self.listener_name = listener_name
+        self.security_protocol = security_protocol
+        self.transport: asyncio.Transport | None = None
+        self.peer: tuple[str, int] = ("?", 0)
+        self._buf = bytearray()
+        self._pending: collections.deque[_Slot] = collections.deque()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._reading = True
+        self._read_paused_for_inflight = False
+        self._write_paused = False
+        self._closing = False
+        self._closed = asyncio.get_running_loop().create_future()
+        self._last_activity = 0.0
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._connection_state: dict[str, object] = {}
+        self.requests_handled = 0
+
+    # -- transport callbacks -------------------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport's methods without subclassing it.
+        tr: asyncio.Transport = transport  # type: ignore[assignment]
+        self.transport = tr
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            self.peer = (str(peer[0]), int(peer[1]))
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            self._tune_socket(sock)
+        tr.set_write_buffer_limits(high=self.server.write_buffer_high)
+        loop = asyncio.get_running_loop()
+        self._last_activity = loop.time()
+        self.server.connection_opened(self)
+        if self.server.idle_seconds > 0:
+            self._idle_timer = loop.call_later(self.server.idle_seconds, self._check_idle)
+
+    def _tune_socket(self, sock: socket.socket) -> None:
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.server.send_buffer_bytes > 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.server.send_buffer_bytes)
+            if self.server.receive_buffer_bytes > 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.server.receive_buffer_bytes)
+        except OSError as exc:  # e.g. a Unix socket in tests: the options are only tuning
+            log.debug("socket options not applied for %s: %s", self.peer, exc)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        self._pending.clear()
+        self._buf = bytearray()
+        self.server.connection_closed(self)
+        if not self._closed.done():
+            self._closed.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._update_reading()
+
+    def data_received(self, data: bytes) -> None:
+        if self._closing:
+            return
+        self._last_activity = asyncio.get_running_loop().time()
+        buf = self._buf
+        buf += data
+        max_bytes = self.server.max_request_bytes
+        pos = 0
+        end = len(buf)
+        while end - pos >= 4:
+            (size,) = _SIZE.unpack_from(buf, pos)
+            if size < 0 or size > max_bytes:
+                self.close_for(f"request frame of {size} bytes, socket.request.max.bytes is {max_bytes}")
+                return
+            if end - pos - 4 < size:
+                break
+            frame = bytes(buf[pos + 4 : pos + 4 + size])
+            pos += 4 + size
+            self._dispatch(frame)
+            if self._closing:
+                return
+        if pos:
+            del buf[:pos]
+
+    # -- requests --------------------------------------------------------------------------------------------
+    def _dispatch(self, frame: bytes) -> None:
+        try:
+            header, body_offset = decode_request_header(frame)
+        except UnsupportedVersionError as exc:
+            self.close_for(f"unsupported request: {exc}")
+            return
+        except ProtocolError as exc:
+            self.close_for(f"malformed request header: {exc}")
+            return
+        key, version = header.request_api_key, header.request_api_version
+        spec = lookup(key)
+        if spec is None or not spec.accepts(version):
+            if key == API_VERSIONS_KEY:
+                self._answer_now(header, unsupported_version_response(), 0)
+            else:
+                self._answer_unsupported(header)
+            return
+        try:
+            body = decode_request_body(header, frame, body_offset)
+        except UnsupportedVersionError as exc:
+            if key == API_VERSIONS_KEY:
+                self._answer_now(header, unsupported_version_response(), 0)
+            else:
+                self.close_for(f"unsupported request: {exc}")
+            return
+        except ProtocolError as exc:
+            self.close_for(f"malformed {_api_name(key)} v{version} request: {exc}")
+            return
+        slot = _Slot(header.correlation_id)
+        self._pending.append(slot)
+        self.requests_handled += 1
+        ctx = RequestContext(
+            header=header,
+            broker=self.server.broker,
+            listener_name=self.listener_name,
+            security_protocol=self.security_protocol,
+            client_host=self.peer[0],
+            client_port=self.peer[1],
+            connection_state=self._connection_state,
+        )
+        task = asyncio.get_running_loop().create_task(self._run(spec.handler, ctx, body, slot))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        self._update_reading()
+
+    async def _run(self, handler: object, ctx: RequestContext, body: object, slot: _Slot) -> None:
+        header = ctx.header
+        try:
+            result = await handler(ctx, body)  # type: ignore[operator]
+        except KafkaError as exc:
+            log.info("%s v%d from %s failed with %s: %s", _api_name(ctx.api_key), ctx.api_version, self.peer,
+                     exc.code.name, exc.message)
+            result = _error_response(ctx.api_key, exc.code)
+            if result is None:
+                self._finish(slot, None)
+                self.close_for(f"{_api_name(ctx.api_key)} failed with {exc.code.name} and its response cannot say so")
+                return
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("unexpected error handling %s v%d from %s", _api_name(ctx.api_key), ctx.api_version,
+                          self.peer)
+            result = _error_response(ctx.api_key, ErrorCode.UNKNOWN_SERVER_ERROR)
+            if result is None:
+                self._finish(slot, None)
+                self.close_for(f"{_api_name(ctx.api_key)} failed and its response cannot carry an error")
+                return
+        if result is None:
+            self._finish(slot, None)
+            return
+        try:
+            chunks = self._encode(header, result)
+        except ProtocolError:
+            log.exception("cannot encode the %s v%d response for %s", _api_name(ctx.api_key), ctx.api_version,
+                          self.peer)
+            self._finish(slot, None)
+            self.close_for("response could not be encoded")
+            return
+        self._finish(slot, chunks)
+
+    def _encode(self, header: RequestHeader, result: Response | RawResponse, version: int | None = None
+                ) -> Sequence[bytes | bytearray | memoryview]:
+        key = header.request_api_key
+        v = header.request_api_version if version is None else version
+        out = bytearray(4)
+        ResponseHeader(correlation_id=header.correlation_id).encode_into(out, response_header_version(key, v))
+        if isinstance(result, RawResponse):
+            _SIZE.pack_into(out, 0, len(out) - 4 + result.size)
+            return [out, *result.chunks]
+        result.encode_into(out, v)
+        _SIZE.pack_into(out, 0, len(out) - 4)
+        return [out]
+
+    def _answer_now(self, header: RequestHeader, body: Response, version: int) -> None:
+        slot = _Slot(header.correlation_id)
+        self._pending.append(slot)
+        self._finish(slot, self._encode(header, body, version))
+
+    def _answer_unsupported(self, header: RequestHeader) -> None:
+        name = _api_name(header.request_api_key)
+        body = _error_response(header.request_api_key, ErrorCode.UNSUPPORTED_VERSION)
+        if body is None:
+            self.close_for(f"{name} v{header.request_api_version} is not supported and its response cannot say so")
+            return
+        try:
+            chunks = self._encode(header, body)
+        except ProtocolError:
+            self.close_for(f"{name} v{header.request_api_version} is not supported and this version's response "
+                           "cannot say so")
+            return
+        log.info("answering UNSUPPORTED_VERSION to %s v%d from %s", name, header.request_api_version, self.peer)
+        slot = _Slot(header.correlation_id)
+        self._pending.append(slot)
+        self._finish(slot, chunks)
+
+    def _finish(self, slot: _Slot, chunks: Sequence[bytes | bytearray | memoryview] | None) -> None:
+        slot.done = True
+        slot.chunks = chunks
+        if self._closing or self.transport is None:
+            return
+        pending = self._pending
+        out: list[bytes | bytearray | memoryview] = []
+        while pending and pending[0].done:
+            head = pending.popleft()
+            if head.chunks:
+                out.extend(head.chunks)
+        if out:
+            self._last_activity = asyncio.get_running_loop().time()
+            if len(out) == 1:
+                self.transport.write(out[0])
+            else:
+                self.transport.writelines(out)
+        self._update_reading()
+
+    # -- flow control, idleness, closing -------------------------------------------------------------------------
+    def _update_reading(self) -> None:
+        if self.transport is None or self._closing:
+            return
+        too_many = len(self._pending) >= self.server.max_inflight
+        want = not self._write_paused and not too_many and not self.server.shutting_down
+        if want and not self._reading:
+            self._reading = True
+            self.transport.resume_reading()
+        elif not want and self._reading:
+            self._reading = False
+            self.transport.pause_reading()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    def _check_idle(self) -> None:
+        self._idle_timer = None
+        if self._closing:
+            return
+        loop = asyncio.get_running_loop()
+        idle = self.server.idle_seconds
+        if self._pending:
+            self._idle_timer = loop.call_later(idle, self._check_idle)
+            return
+        elapsed = loop.time() - self._last_activity
+        if elapsed >= idle:
+            log.info("closing idle connection from %s after %.0f ms (connections.max.idle.ms)", self.peer,
+                     elapsed * 1000)
+            self.close()
+            return
+        self._idle_timer = loop.call_later(idle - elapsed, self._check_idle)
+
+    def close_for(self, reason: str) -> None:
+        log.warning("closing connection from %s:%d on %s: %s", self.peer[0], self.peer[1], self.listener_name,
+                    reason)
+        self.close()
+
+    def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def stop_reading(self) -> None:
+        """Shutdown: take no new requests; the ones in flight still get their answers."""
+        self._update_reading()
+
+    async def drained(self) -> None:
+        """Wait until every request taken so far has been answered (or the connection closed)."""
+        while self._pending and not self._closing:
+            tasks = list(self._tasks)
+            if not tasks:
+                break
+            await asyncio.wait(tasks)
+
+    async def wait_closed(self) -> None:
+        await self._closed
+
+
+def _api_name(api_key: int) -> str:
+    try:
+        return response_type(api_key).__name__.removesuffix("Response")
+    except UnsupportedVersionError:
+        return f"API {api_key}"
+
+
+def _error_response(api_key: int, code: ErrorCode) -> Response | None:
+    """A body that says ``code`` for the whole request, if the response has a top-level error code."""
+    cls = response_type(api_key)
+    if "error_code" not in getattr(cls, "__dataclass_fields__", {}):
+        return None
+    return cls(error_code=int(code))  # type: ignore[call-arg]

@@ -1,0 +1,121 @@
+"""Fetch (API key 1), versions 0-11.
+
+Reads each partition from its fetch offset up to the partition's ``max_bytes`` and, from v3, the response's
+``max_bytes`` (the first non-empty partition returns at least one whole batch, KIP-74; v0-2 keep the hard
+limit). When less than ``min_bytes`` is readable the request waits in the fetch purgatory for at most
+``max_wait_ms`` and is woken by appends to its partitions, never by polling. Consumers read up to the high
+watermark, or with ``isolation_level`` 1 (read_committed, v4+) up to the last stable offset with the aborted
+transactions of the range listed; followers (``replica_id`` >= 0) read up to the log end.
+
+Version notes: v0-3 fetchers cannot read record batches v2, so stored batches are down-converted (v0-1 to
+magic 0, v2-3 to magic 1; refused with UNSUPPORTED_VERSION when ``message.downconversion.enable`` is false);
+v4 adds last stable offset and aborted transactions; v5 log start offsets; v7 fetch sessions (KIP-227, see
+``fetch_session``) with a top-level error code; v9 ``current_leader_epoch`` (FENCED_LEADER_EPOCH /
+UNKNOWN_LEADER_EPOCH); v11 rack id and ``preferred_read_replica`` (always -1: no follower fetching).
+
+Record bytes are not re-encoded: the response is assembled from the codec's encoding of everything but the
+records, with each partition's stored bytes spliced in as their own chunk (a ``RawResponse``), so they are
+copied once, from the file into memory. True zero-copy (``sendfile`` of the segment slice) is not used: uvloop
+implements neither ``loop.sendfile`` nor a way to interleave ``os.sendfile`` with its transport's buffered
+writes, and uvloop's cheaper syscalls and callbacks are worth more across all APIs than saving one copy on
+fetch (FileSlice keeps the option open for a transport that allows it).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from sofakafka.broker.fetch_session import FetchContext
+from sofakafka.broker.handlers import RawResponse, RequestContext, handles
+from sofakafka.broker.replica_manager import FetchPartitionRequest, FetchPartitionResult
+from sofakafka.protocol.api import ApiKey
+from sofakafka.protocol.errors import ErrorCode
+from sofakafka.protocol.messages.fetch import FetchRequest, FetchResponse
+from sofakafka.protocol.records import MAGIC_V0, MAGIC_V1
+
+TopicResponse = FetchResponse.FetchableTopicResponse
+PartitionResponse = TopicResponse.FetchablePartitionResponse
+Aborted = PartitionResponse.AbortedTransaction
+
+_INT32 = struct.Struct(">i")
+
+
+def _down_conversion_magic(version: int) -> int | None:
+    if version <= 1:
+        return MAGIC_V0
+    if version <= 3:
+        return MAGIC_V1
+    return None
+
+
+@handles(ApiKey.FETCH, 0, 11)
+async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> RawResponse | FetchResponse:
+    version = ctx.api_version
+    broker = ctx.broker
+    requested = [
+        FetchPartitionRequest(t.name, p.partition_index, p.fetch_offset, p.max_bytes, p.current_leader_epoch,
+                              p.log_start_offset)
+        for t in request.topics
+        for p in t.fetch_partitions
+    ]
+    if version >= 7:
+        forgotten = [(f.name, i) for f in request.forgotten for i in f.forgotten_partition_indexes]
+        fetch_ctx = broker.fetch_sessions.new_context(request.session_id, request.epoch, requested, forgotten,
+                                                      privileged=request.replica_id >= 0)
+        if fetch_ctx.error != ErrorCode.NONE:
+            return FetchResponse(error_code=fetch_ctx.error, session_id=0)
+    else:
+        fetch_ctx = FetchContext(requested)
+    results = await broker.replica_manager.fetch_messages(
+        replica_id=request.replica_id,
+        max_wait_ms=request.max_wait,
+        min_bytes=request.min_bytes,
+        max_bytes=request.max_bytes if version >= 3 else 0x7FFFFFFF,
+        isolation_level=request.isolation_level,
+        partitions=fetch_ctx.partitions,
+        hard_max_bytes_limit=version <= 2,
+        to_magic=_down_conversion_magic(version),
+    )
+    return encode_fetch_response(version, fetch_ctx.session_id, fetch_ctx.response_partitions(results))
+
+
+def encode_fetch_response(version: int, session_id: int,
+                          pairs: list[tuple[FetchPartitionRequest, FetchPartitionResult]]) -> RawResponse:
+    """The codec encodes every field but the records; each partition's records follow as their own chunk.
+
+    Fetch v0-11 is not a flexible version, so records are the last field of a partition and every array is
+    an int32 count followed by its elements: encoding a struct with an empty array or empty records and
+    replacing the trailing int32 is exact.
+    """
+    by_topic: dict[str, list[tuple[FetchPartitionRequest, FetchPartitionResult]]] = {}
+    for req, result in pairs:
+        by_topic.setdefault(req.topic, []).append((req, result))
+    head = bytearray(FetchResponse(error_code=ErrorCode.NONE, session_id=session_id).encode(version))
+    _INT32.pack_into(head, len(head) - 4, len(by_topic))
+    chunks: list[bytes | bytearray | memoryview] = [head]
+    for topic, parts in by_topic.items():
+        current = bytearray(TopicResponse(name=topic).encode(version))
+        _INT32.pack_into(current, len(current) - 4, len(parts))
+        for req, r in parts:
+            aborted = None
+            if r.aborted is not None:
+                aborted = [Aborted(producer_id=pid, first_offset=first) for pid, first in r.aborted]
+            pr = PartitionResponse(
+                partition_index=req.partition,
+                error_code=r.error_code,
+                high_watermark=r.high_watermark,
+                last_stable_offset=r.last_stable_offset,
+                log_start_offset=r.log_start_offset,
+                aborted=aborted if version >= 4 else [],
+                preferred_read_replica=-1,
+                records=b"",
+            )
+            current += pr.encode(version)
+            _INT32.pack_into(current, len(current) - 4, len(r.records))
+            if r.records:
+                chunks.append(current)
+                chunks.append(r.records)
+                current = bytearray()
+        if current:
+            chunks.append(current)
+    return RawResponse(chunks)

@@ -1,0 +1,126 @@
+"""Metadata (API key 3), versions 0-9.
+
+Answers from the metadata cache's current snapshot: the live brokers with their endpoint on the listener the
+client came through, the controller, the cluster id, and for each topic asked (all topics when the list is
+null, or empty in v0) its partitions with leader, leader epoch, replicas, ISR and offline replicas.
+
+A topic that does not exist is created when ``auto.create.topics.enable`` is true and the request allows it
+(always before v4, ``allow_auto_topic_creation`` from v4), with ``num.partitions`` and
+``default.replication.factor``; like Kafka the answer for it is LEADER_NOT_AVAILABLE until the controller has
+elected its leaders, and the client asks again. An invalid name is INVALID_TOPIC_EXCEPTION; otherwise an unknown
+topic is UNKNOWN_TOPIC_OR_PARTITION. A partition without a leader is LEADER_NOT_AVAILABLE with leader -1.
+
+Version notes: v1 adds the controller id, racks, ``is_internal`` and null for "all topics"; v2 the cluster id;
+v3 throttle time; v4 ``allow_auto_topic_creation``; v5 offline replicas; v7 leader epochs; v8 authorized
+operations (bit fields of AclOperation codes, every operation allowed while no authorizer is configured; the
+INT32 minimum when not asked for); v9 is the flexible encoding.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.controller.metadata import ClusterMetadata, TopicMetadata
+from sofakafka.controller.topics import NewTopic, validate_topic_name
+from sofakafka.protocol.api import ApiKey
+from sofakafka.protocol.errors import ErrorCode, KafkaError
+from sofakafka.protocol.messages.metadata import MetadataRequest, MetadataResponse
+
+log = logging.getLogger(__name__)
+
+Broker = MetadataResponse.MetadataResponseBroker
+Topic = MetadataResponse.MetadataResponseTopic
+Partition = Topic.MetadataResponsePartition
+
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+# AclOperation codes: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9,
+# DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+
+
+@handles(ApiKey.METADATA, 0, 9)
+async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
+    broker = ctx.broker
+    version = ctx.api_version
+    snap = broker.metadata()
+    if request.topics is None or (version == 0 and not request.topics):
+        names = sorted(snap.topics)
+        requested_all = True
+    else:
+        names = list(dict.fromkeys(t.name for t in request.topics))
+        requested_all = False
+    allow_create = (broker.config.get_bool("auto.create.topics.enable")
+                    and (version < 4 or request.allow_auto_topic_creation) and not requested_all)
+    topics: list[Topic] = []
+    for name in names:
+        found = snap.topics.get(name)
+        if found is not None:
+            topics.append(_topic(found, version, request.include_topic_authorized_operations))
+            continue
+        error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if allow_create and name not in snap.deleting:
+            error = await _auto_create(ctx, name)
+        topics.append(Topic(error_code=error, name=name, is_internal=False, partitions=[]))
+    return MetadataResponse(
+        brokers=_brokers(ctx, snap),
+        cluster_id=snap.cluster_id,
+        controller_id=snap.controller_id,
+        topics=topics,
+        cluster_authorized_operations=(CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
+                                       else AUTHORIZED_OPERATIONS_OMITTED),
+    )
+
+
+async def _auto_create(ctx: RequestContext, name: str) -> ErrorCode:
+    try:
+        validate_topic_name(name)
+    except KafkaError as exc:
+        return exc.code
+    admin = ctx.broker.node.admin
+    try:
+        created = await ctx.broker.run_blocking(lambda: admin.create_topic(NewTopic(name)))
+        log.info("auto-created topic %s with %d partitions, replication factor %d (requested by %s)", name,
+                 created.num_partitions, created.replication_factor, ctx.client_id)
+    except KafkaError as exc:
+        if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+            log.info("auto-creating topic %s failed: %s", name, exc)
+            return exc.code
+    return ErrorCode.LEADER_NOT_AVAILABLE
+
+
+def _brokers(ctx: RequestContext, snap: ClusterMetadata) -> list[Broker]:
+    own = next((b for b in ctx.broker.listeners if b.listener_name == ctx.listener_name), None)
+    out: list[Broker] = []
+    for broker_id in snap.alive_broker_ids():
+        endpoint = snap.endpoint(broker_id, ctx.listener_name)
+        if endpoint is None:
+            continue
+        host = endpoint.host
+        if host is None or host == "":
+            host = own.advertised_host if own is not None and broker_id == ctx.broker.broker_id else ""
+        out.append(Broker(node_id=broker_id, host=host, port=endpoint.port, rack=snap.brokers[broker_id].rack))
+    return out
+
+
+def _topic(topic: TopicMetadata, version: int, include_operations: bool) -> Topic:
+    partitions: list[Partition] = []
+    for index in sorted(topic.partitions):
+        p = topic.partitions[index]
+        partitions.append(Partition(
+            error_code=ErrorCode.LEADER_NOT_AVAILABLE if p.leader < 0 else ErrorCode.NONE,
+            partition_index=index,
+            leader_id=p.leader,
+            leader_epoch=p.leader_epoch,
+            replica_nodes=list(p.replicas),
+            isr_nodes=list(p.isr),
+            offline_replicas=list(p.offline_replicas),
+        ))
+    return Topic(
+        error_code=ErrorCode.NONE,
+        name=topic.name,
+        is_internal=topic.is_internal,
+        partitions=partitions,
+        topic_authorized_operations=TOPIC_OPERATIONS if include_operations else AUTHORIZED_OPERATIONS_OMITTED,
+    )

@@ -1,0 +1,62 @@
+"""Produce (API key 0), versions 0-8.
+
+Appends each partition's record data through the replica manager: validation on batch headers
+(CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE against the topic's ``max.message.bytes``,
+RECORD_LIST_TOO_LARGE above ``segment.bytes``, UNSUPPORTED_COMPRESSION_TYPE for zstd below v7), v0/v1
+message sets converted to one v2 batch for storage, offsets assigned in place. acks=1 answers after the
+leader's append, acks=-1 after the high watermark passes the appended offsets (through the produce
+purgatory), acks=0 sends no response at all, as Kafka does; any other acks value is INVALID_REQUIRED_ACKS.
+
+Version notes: v2+ carries ``log_append_time_ms`` (-1 unless the topic uses LogAppendTime), v3+ the
+transactional id and exactly one v2 batch per partition, v5+ ``log_start_offset``, v8 per-record errors
+(``record_errors``) and an error message.
+"""
+
+from __future__ import annotations
+
+from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.broker.replica_manager import TopicPartition
+from sofakafka.protocol.api import ApiKey
+from sofakafka.protocol.errors import ErrorCode
+from sofakafka.protocol.messages.produce import ProduceRequest, ProduceResponse
+from sofakafka.protocol.records import Buffer
+
+TopicResponse = ProduceResponse.TopicProduceResponse
+PartitionResponse = TopicResponse.PartitionProduceResponse
+RecordError = PartitionResponse.BatchIndexAndErrorMessage
+
+
+@handles(ApiKey.PRODUCE, 0, 8)
+async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
+    version = ctx.api_version
+    entries: list[tuple[TopicPartition, Buffer | None]] = []
+    for topic in request.topics:
+        for p in topic.partitions:
+            entries.append(((topic.name, p.partition_index), p.records))
+    results = await ctx.broker.replica_manager.append_records(
+        acks=request.acks,
+        timeout_ms=request.timeout_ms,
+        entries=entries,
+        produce_version=version,
+    )
+    if request.acks == 0:
+        return None
+    responses: dict[str, list[PartitionResponse]] = {}
+    for (topic_name, partition), r in results.items():
+        error = r.error_code
+        if error == ErrorCode.KAFKA_STORAGE_ERROR and version <= 3:
+            # Clients of v3 and older do not know KAFKA_STORAGE_ERROR and would give up; Kafka answers them
+            # with a retriable code that makes them refresh metadata.
+            error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        pr = PartitionResponse(
+            partition_index=partition,
+            error_code=error,
+            base_offset=r.base_offset,
+            log_append_time_ms=r.log_append_time,
+            log_start_offset=r.log_start_offset,
+        )
+        if version >= 8:
+            pr.record_errors = [RecordError(batch_index=i, batch_index_error_message=m) for i, m in r.record_errors]
+            pr.error_message = r.error_message if error != ErrorCode.NONE else None
+        responses.setdefault(topic_name, []).append(pr)
+    return ProduceResponse(responses=[TopicResponse(name=n, partitions=ps) for n, ps in responses.items()])

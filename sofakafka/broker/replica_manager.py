@@ -1,0 +1,503 @@
+"""The partitions this broker hosts, and the produce and fetch paths over their logs.
+
+Who calls what, from where:
+
+* The broker makes this node the leader of a partition (``become_leader``) or drops it (``stop_replica``)
+  when the cluster metadata says so; both run on the event loop and create or delete logs on the append
+  thread.
+* Handlers call ``append_records``, ``fetch_messages`` and ``run_read`` on the event loop. Appends run on one
+  dedicated thread, so they reach each log in the order their handlers started (that is how one connection's
+  Produce requests stay in order while being handled concurrently); reads run on a small pool. The loop
+  never blocks on disk.
+* Delayed operations (a Produce with acks=-1 waiting for its offsets to be replicated, a Fetch waiting for
+  ``min_bytes``) wait in two purgatories keyed by topic-partition. After every append the loop checks the
+  appended partitions' watchers, so a waiting fetch wakes when data arrives instead of polling.
+
+The high watermark of a partition is the smallest log end offset among its in-sync replicas; with a single
+broker the ISR is the leader alone, so it moves to the log end right after each append. Issue 6 adds follower
+log end offsets to :class:`Partition` and nothing else here has to change: acks=-1 already waits for the high
+watermark through the purgatory.
+
+Hot path: produce validation reads batch headers only (``validate_produce``), offsets are assigned in place,
+and fetch returns the stored bytes of the log as one copy per partition (``pread``); no Python code runs per
+record except where Kafka also looks inside records (compressed legacy data, compacted topics, down-conversion
+for fetchers older than v4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from sofakafka.broker.purgatory import DelayedOperation, DelayedOperationPurgatory
+from sofakafka.protocol.errors import ErrorCode, KafkaError
+from sofakafka.protocol.records import (
+    CREATE_TIME,
+    LOG_APPEND_TIME,
+    MAGIC_V2,
+    Buffer,
+    CompressionType,
+    InvalidProduceError,
+    ProduceValidation,
+    RecordBatchBuilder,
+    convert_to_v2,
+    decode_records,
+    down_convert,
+    validate_produce,
+)
+from sofakafka.storage.config import LONG_MAX
+from sofakafka.storage.log import FetchIsolation, Log
+from sofakafka.storage.log_manager import LogManager
+from sofakafka.storage.segment import LogOffsetMetadata, wall_clock_ms
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+TopicPartition = tuple[str, int]
+
+_CODEC_IDS: dict[str, int | None] = {
+    "producer": None,
+    "uncompressed": CompressionType.NONE,
+    "gzip": CompressionType.GZIP,
+    "snappy": CompressionType.SNAPPY,
+    "lz4": CompressionType.LZ4,
+    "zstd": CompressionType.ZSTD,
+}
+
+ISOLATION_READ_UNCOMMITTED = 0
+ISOLATION_READ_COMMITTED = 1
+
+
+def storage_error_code(exc: BaseException) -> ErrorCode:
+    """The code a client sees for a failure of one partition's read or write."""
+    if isinstance(exc, KafkaError):
+        return exc.code
+    if isinstance(exc, OSError):
+        return ErrorCode.KAFKA_STORAGE_ERROR
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+class Partition:
+    """Leader-side state of one hosted partition. Mutated on the event loop; read from worker threads."""
+
+    def __init__(self, topic: str, partition: int, log_: Log, broker_id: int, leader_epoch: int,
+                 replicas: Sequence[int], isr: Sequence[int]) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.log = log_
+        self.broker_id = broker_id
+        self.leader_epoch = leader_epoch
+        self.replicas = list(replicas)
+        self.isr = list(isr)
+        # Log end offsets of followers, by broker id; issue 6's follower fetches fill it.
+        self.follower_log_end_offsets: dict[int, int] = {}
+
+    @property
+    def tp(self) -> TopicPartition:
+        return (self.topic, self.partition)
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> None:
+        """KIP-320: a client that knows a newer epoch is ahead of us, an older one is stale."""
+        if current_leader_epoch < 0:
+            return
+        if current_leader_epoch < self.leader_epoch:
+            raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH,
+                             f"{self.topic}-{self.partition}: leader epoch {current_leader_epoch} is older "
+                             f"than the current {self.leader_epoch}")
+        if current_leader_epoch > self.leader_epoch:
+            raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH,
+                             f"{self.topic}-{self.partition}: leader epoch {current_leader_epoch} is newer "
+                             f"than the current {self.leader_epoch}")
+
+    def maybe_increment_high_watermark(self) -> bool:
+        """HW = the smallest log end offset of the in-sync replicas (the leader's own is its log's)."""
+        leo = self.log.log_end_offset
+        new_hw = leo
+        for replica in self.isr:
+            if replica != self.broker_id:
+                new_hw = min(new_hw, self.follower_log_end_offsets.get(replica, 0))
+        return self.log.maybe_increment_high_watermark(new_hw) is not None
+
+
+@dataclass(slots=True)
+class ProducePartitionResult:
+    error_code: int = ErrorCode.NONE
+    base_offset: int = -1
+    last_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    record_errors: list[tuple[int, str]] = field(default_factory=list)
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPartitionRequest:
+    topic: str
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+    log_start_offset: int = -1
+
+    @property
+    def tp(self) -> TopicPartition:
+        return (self.topic, self.partition)
+
+
+@dataclass(slots=True)
+class FetchPartitionResult:
+    error_code: int = ErrorCode.NONE
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    aborted: list[tuple[int, int]] | None = None
+    records: bytes = b""
+    # Where the fetch offset is in the log, so a delayed fetch can count the bytes appended since.
+    fetch_offset_metadata: LogOffsetMetadata | None = None
+
+
+class DelayedProduce(DelayedOperation):
+    """acks=-1: waits until the high watermark of every appended partition passes its last offset."""
+
+    def __init__(self, delay_ms: int, required: dict[TopicPartition, int], results: dict[TopicPartition,
+                 ProducePartitionResult], manager: ReplicaManager) -> None:
+        super().__init__(delay_ms)
+        self.required = dict(required)
+        self.results = results
+        self.manager = manager
+
+    def try_complete(self) -> bool:
+        for tp, required_offset in list(self.required.items()):
+            part = self.manager.get_partition(tp)
+            if part is None:
+                self.results[tp] = ProducePartitionResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                del self.required[tp]
+            elif part.log.high_watermark >= required_offset:
+                del self.required[tp]
+        if not self.required:
+            return self.force_complete()
+        return False
+
+    def on_expiration(self) -> None:
+        for tp in self.required:
+            self.results[tp] = ProducePartitionResult(ErrorCode.REQUEST_TIMED_OUT,
+                                                      error_message="acks=-1 timed out waiting for replication")
+
+
+class DelayedFetch(DelayedOperation):
+    """Waits until ``min_bytes`` are readable across the fetched partitions (Kafka's DelayedFetch rules)."""
+
+    def __init__(self, delay_ms: int, min_bytes: int, isolation: FetchIsolation,
+                 partitions: list[tuple[FetchPartitionRequest, LogOffsetMetadata | None]],
+                 manager: ReplicaManager) -> None:
+        super().__init__(delay_ms)
+        self.min_bytes = min_bytes
+        self.isolation = isolation
+        self.partitions = partitions
+        self.manager = manager
+
+    def try_complete(self) -> bool:
+        accumulated = 0
+        for req, metadata in self.partitions:
+            part = self.manager.get_partition(req.tp)
+            if part is None:
+                return self.force_complete()  # the partition moved away: answer with the error now
+            lg = part.log
+            if self.isolation is FetchIsolation.LOG_END:
+                end = lg.log_end_offset
+            elif self.isolation is FetchIsolation.HIGH_WATERMARK:
+                end = lg.high_watermark
+            else:
+                end = lg.last_stable_offset
+            if end == req.fetch_offset:
+                continue
+            if end < req.fetch_offset:
+                return self.force_complete()  # truncated below the fetch offset: answer now
+            leo = lg.log_end_offset_metadata
+            if metadata is None or metadata.segment_base_offset < 0 or end != leo.message_offset:
+                # Where the bound lies in bytes is unknown; some data is there, which is all a fetcher with
+                # min_bytes=1 asks for and a reasonable reading of anything larger.
+                accumulated += self.min_bytes
+            elif leo.segment_base_offset != metadata.segment_base_offset:
+                return self.force_complete()  # a roll happened: the old segment's tail is readable
+            else:
+                accumulated += min(max(0, leo.relative_position_in_segment - metadata.relative_position_in_segment),
+                                   req.max_bytes)
+            if accumulated >= self.min_bytes:
+                return self.force_complete()
+        return False
+
+
+class ReplicaManager:
+    def __init__(self, broker_id: int, log_manager: LogManager, *, read_threads: int = 2) -> None:
+        self.broker_id = broker_id
+        self.log_manager = log_manager
+        self._partitions: dict[TopicPartition, Partition] = {}
+        self._append_executor = ThreadPoolExecutor(1, thread_name_prefix="append")
+        self._read_executor = ThreadPoolExecutor(read_threads, thread_name_prefix="read")
+        self.produce_purgatory: DelayedOperationPurgatory[TopicPartition] = DelayedOperationPurgatory("Produce")
+        self.fetch_purgatory: DelayedOperationPurgatory[TopicPartition] = DelayedOperationPurgatory("Fetch")
+        self._append_listeners: list[Callable[[TopicPartition], None]] = []
+        self._shutting_down = False
+
+    # -- partitions ---------------------------------------------------------------------------------------------
+    def get_partition(self, tp: TopicPartition) -> Partition | None:
+        return self._partitions.get(tp)
+
+    def partition_or_error(self, topic: str, partition: int) -> Partition:
+        part = self._partitions.get((topic, partition))
+        if part is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition} is not hosted here")
+        return part
+
+    @property
+    def partitions(self) -> list[Partition]:
+        return list(self._partitions.values())
+
+    async def become_leader(self, topic: str, partition: int, leader_epoch: int, replicas: Sequence[int],
+                            isr: Sequence[int]) -> Partition:
+        """Host the partition as its leader (creating its log if needed) or update its epoch and ISR."""
+        tp = (topic, partition)
+        part = self._partitions.get(tp)
+        if part is not None:
+            part.leader_epoch = leader_epoch
+            part.replicas = list(replicas)
+            part.isr = list(isr)
+            return part
+        lg = await self.run_append(lambda: self.log_manager.get_or_create_log(topic, partition))
+        part = Partition(topic, partition, lg, self.broker_id, leader_epoch, replicas, isr)
+        await self.run_append(part.maybe_increment_high_watermark)
+        self._partitions[tp] = part
+        return part
+
+    async def stop_replica(self, topic: str, partition: int, *, delete: bool) -> None:
+        """Stop hosting the partition; with ``delete`` its log goes too (topic deletion)."""
+        self._partitions.pop((topic, partition), None)
+        self.produce_purgatory.check_and_complete((topic, partition))
+        self.fetch_purgatory.check_and_complete((topic, partition))
+        if delete:
+            await self.run_append(lambda: self.log_manager.delete_log(topic, partition))
+
+    def add_append_listener(self, listener: Callable[[TopicPartition], None]) -> None:
+        """``listener(tp)`` runs on the event loop after each successful append to ``tp``."""
+        self._append_listeners.append(listener)
+
+    # -- executors ---------------------------------------------------------------------------------------------------
+    async def run_append(self, fn: Callable[[], T]) -> T:
+        """Run blocking log-mutating work on the append thread, after every append already queued."""
+        return await asyncio.get_running_loop().run_in_executor(self._append_executor, fn)
+
+    async def run_read(self, fn: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._read_executor, fn)
+
+    def partitions_changed(self, tps: Iterable[TopicPartition]) -> None:
+        """Wake delayed operations on ``tps`` (after appends, high-watermark or log-start moves)."""
+        for tp in tps:
+            self.produce_purgatory.check_and_complete(tp)
+            self.fetch_purgatory.check_and_complete(tp)
+            for listener in self._append_listeners:
+                listener(tp)
+
+    # -- produce -----------------------------------------------------------------------------------------------------
+    async def append_records(
+        self,
+        *,
+        acks: int,
+        timeout_ms: int,
+        entries: Sequence[tuple[TopicPartition, Buffer | None]],
+        produce_version: int,
+    ) -> dict[TopicPartition, ProducePartitionResult]:
+        if acks not in (-1, 0, 1):
+            return {tp: ProducePartitionResult(ErrorCode.INVALID_REQUIRED_ACKS,
+                                               error_message=f"acks must be -1, 0 or 1, not {acks}")
+                    for tp, _ in entries}
+        results = await self.run_append(lambda: self._append_all(entries, produce_version))
+        appended = [tp for tp, r in results.items() if r.error_code == ErrorCode.NONE]
+        self.partitions_changed(appended)
+        if acks == -1 and appended and not self._shutting_down:
+            required = {tp: results[tp].last_offset + 1 for tp in appended}
+            op = DelayedProduce(timeout_ms, required, results, self)
+            if not self.produce_purgatory.try_complete_else_watch(op, appended):
+                await op.completion
+        return results
+
+    def _append_all(self, entries: Sequence[tuple[TopicPartition, Buffer | None]], produce_version: int
+                    ) -> dict[TopicPartition, ProducePartitionResult]:
+        now = wall_clock_ms()
+        out: dict[TopicPartition, ProducePartitionResult] = {}
+        for tp, records in entries:
+            try:
+                out[tp] = self._append_partition(tp, records, produce_version, now)
+            except InvalidProduceError as exc:
+                out[tp] = ProducePartitionResult(exc.code, record_errors=exc.record_errors, error_message=exc.reason)
+            except KafkaError as exc:
+                out[tp] = ProducePartitionResult(exc.code, error_message=exc.message)
+            except Exception as exc:  # one partition's failure must not fail its neighbours
+                log.exception("append to %s-%d failed", tp[0], tp[1])
+                out[tp] = ProducePartitionResult(storage_error_code(exc), error_message=str(exc))
+        return out
+
+    def _append_partition(self, tp: TopicPartition, records: Buffer | None, produce_version: int, now: int
+                          ) -> ProducePartitionResult:
+        part = self.partition_or_error(*tp)
+        if records is None:
+            raise InvalidProduceError(ErrorCode.CORRUPT_MESSAGE, "produce data is null")
+        lg = part.log
+        cfg = lg.config
+        target = _CODEC_IDS.get(cfg.compression_type)
+        max_diff = cfg.message_timestamp_difference_max_ms
+        validation = validate_produce(
+            records,
+            produce_version=produce_version,
+            max_message_bytes=cfg.max_message_bytes,
+            message_format_magic=MAGIC_V2,
+            target_compression=target,
+            compacted=cfg.compact,
+            timestamp_type=LOG_APPEND_TIME if cfg.log_append_time else CREATE_TIME,
+            timestamp_difference_max_ms=None if max_diff >= LONG_MAX else max_diff,
+            now_ms=now,
+        )
+        for h in validation.batches:
+            if h.size > cfg.segment_bytes:
+                raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
+                                 f"batch of {h.size} bytes exceeds segment.bytes {cfg.segment_bytes}")
+        view = memoryview(records)[: validation.valid_bytes]
+        if validation.magic < MAGIC_V2:
+            buf = bytearray(convert_to_v2(view, compression=target))
+        elif not validation.in_place:
+            buf = _recompress(view, validation, target)
+        else:
+            buf = bytearray(view)
+        info = lg.append_as_leader(buf, part.leader_epoch)
+        part.maybe_increment_high_watermark()
+        return ProducePartitionResult(
+            ErrorCode.NONE,
+            base_offset=info.first_offset,
+            last_offset=info.last_offset,
+            log_append_time=info.log_append_time,
+            log_start_offset=info.log_start_offset,
+        )
+
+    # -- fetch ---------------------------------------------------------------------------------------------------------
+    async def fetch_messages(
+        self,
+        *,
+        replica_id: int,
+        max_wait_ms: int,
+        min_bytes: int,
+        max_bytes: int,
+        isolation_level: int,
+        partitions: Sequence[FetchPartitionRequest],
+        hard_max_bytes_limit: bool = False,
+        to_magic: int | None = None,
+    ) -> list[FetchPartitionResult]:
+        """Read every partition now; if fewer than ``min_bytes`` came back, wait in purgatory and read again."""
+        if replica_id >= 0:
+            isolation = FetchIsolation.LOG_END
+        elif isolation_level == ISOLATION_READ_COMMITTED:
+            isolation = FetchIsolation.TXN_COMMITTED
+        else:
+            isolation = FetchIsolation.HIGH_WATERMARK
+
+        def read() -> list[FetchPartitionResult]:
+            return self._read_all(partitions, isolation, max_bytes, hard_max_bytes_limit, to_magic)
+
+        results = await self.run_read(read)
+        if max_wait_ms <= 0 or not partitions or min_bytes <= 0 or self._shutting_down:
+            return results
+        total = 0
+        for r in results:
+            if r.error_code != ErrorCode.NONE:
+                return results
+            total += len(r.records)
+        if total >= min_bytes:
+            return results
+        op = DelayedFetch(max_wait_ms, min_bytes, isolation,
+                          [(req, r.fetch_offset_metadata) for req, r in zip(partitions, results, strict=True)],
+                          self)
+        if not self.fetch_purgatory.try_complete_else_watch(op, [req.tp for req in partitions]):
+            await op.completion
+        return await self.run_read(read)
+
+    def _read_all(self, partitions: Sequence[FetchPartitionRequest], isolation: FetchIsolation, max_bytes: int,
+                  hard_max_bytes_limit: bool, to_magic: int | None) -> list[FetchPartitionResult]:
+        out: list[FetchPartitionResult] = []
+        remaining = max(0, max_bytes)
+        min_one_message = not hard_max_bytes_limit
+        for req in partitions:
+            try:
+                result = self._read_partition(req, isolation, remaining, min_one_message, to_magic)
+            except KafkaError as exc:
+                result = FetchPartitionResult(exc.code)
+            except Exception as exc:  # one partition's failure must not fail its neighbours
+                log.exception("read of %s-%d failed", req.topic, req.partition)
+                result = FetchPartitionResult(storage_error_code(exc))
+            if result.records:
+                min_one_message = False
+                remaining = max(0, remaining - len(result.records))
+            out.append(result)
+        return out
+
+    def _read_partition(self, req: FetchPartitionRequest, isolation: FetchIsolation, remaining: int,
+                        min_one_message: bool, to_magic: int | None) -> FetchPartitionResult:
+        part = self.partition_or_error(req.topic, req.partition)
+        part.check_leader_epoch(req.current_leader_epoch)
+        lg = part.log
+        end_metadata = lg.log_end_offset_metadata
+        limit = min(req.max_bytes, remaining)
+        info = lg.read(req.fetch_offset, max(0, limit), isolation=isolation, min_one_message=min_one_message)
+        metadata = info.fetch_offset_metadata
+        if metadata.segment_base_offset < 0 and req.fetch_offset == end_metadata.message_offset:
+            metadata = end_metadata
+        data = info.records.read_bytes()
+        if to_magic is not None and data:
+            if not lg.config.message_downconversion_enable:
+                raise KafkaError(ErrorCode.UNSUPPORTED_VERSION,
+                                 "message.downconversion.enable is false for this topic")
+            data = down_convert(data, to_magic, first_offset=req.fetch_offset)
+        aborted = None
+        if info.aborted_transactions is not None:
+            aborted = [(a.producer_id, a.first_offset) for a in info.aborted_transactions]
+        return FetchPartitionResult(
+            ErrorCode.NONE,
+            high_watermark=lg.high_watermark,
+            last_stable_offset=lg.last_stable_offset,
+            log_start_offset=lg.log_start_offset,
+            aborted=aborted,
+            records=data,
+            fetch_offset_metadata=metadata,
+        )
+
+    # -- shutdown -------------------------------------------------------------------------------------------------------
+    def begin_shutdown(self) -> None:
+        """Answer every delayed operation now and delay no new one, so in-flight requests finish quickly."""
+        self._shutting_down = True
+        self.produce_purgatory.shutdown()
+        self.fetch_purgatory.shutdown()
+
+    def shutdown_executors(self) -> None:
+        self._append_executor.shutdown(wait=True)
+        self._read_executor.shutdown(wait=True)
+
+
+def _recompress(view: memoryview, validation: ProduceValidation, target: int | None) -> bytearray:
+    """A v2 batch rebuilt with the topic's ``compression.type``: the one produce path that re-encodes records."""
+    h = validation.batches[0]
+    records = decode_records(view, h)
+    builder = RecordBatchBuilder(
+        base_offset=0,
+        compression=h.compression if target is None else target,
+        timestamp_type=h.timestamp_type,
+        log_append_time=h.max_timestamp if h.timestamp_type == LOG_APPEND_TIME else None,
+        producer_id=h.producer_id,
+        producer_epoch=h.producer_epoch,
+        base_sequence=h.base_sequence,
+        is_transactional=h.is_transactional,
+    )
+    for r in records:
+        builder.append(r)
+    return bytearray(builder.build())
