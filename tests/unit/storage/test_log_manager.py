@@ -76,9 +76,9 @@ def test_log_dir_files_have_kafkas_names_and_formats(tmp_path: Path) -> None:
 
 def test_meta_properties_mismatch_is_refused(tmp_path: Path) -> None:
     LogManager([tmp_path], broker_id=1, cluster_id="x").startup()
-    with pytest.raises(LogDirError, match="broker.id"):
+    with pytest.raises(LogDirError, match=r"broker\.id"):
         LogManager([tmp_path], broker_id=2).startup()
-    with pytest.raises(LogDirError, match="cluster.id"):
+    with pytest.raises(LogDirError, match=r"cluster\.id"):
         LogManager([tmp_path], broker_id=1, cluster_id="y").startup()
 
 
