@@ -16,13 +16,15 @@ import kafka.errors
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
-from sofakafka.protocol.api import ApiKey, encode_request, size_prefixed
-from sofakafka.protocol.headers import RequestHeader
 from sofakafka.protocol.messages.api_versions import ApiVersionsRequest
+from sofakafka.protocol.messages.fetch import FetchRequest
 from sofakafka.protocol.messages.produce import ProduceRequest
-from sofakafka.protocol.records import Record, build_batch
+from sofakafka.protocol.records import V2_HEADER_SIZE, CompressionType, Record, build_batch, read_batch_header
+from tests.integration import wire
 from tests.integration.conftest import BrokerProcess
 from tests.integration.helpers import Rec, base_timestamp_ms, make_records, wait_for
+
+UNSUPPORTED_COMPRESSION_TYPE = 76
 
 
 def new_topic(broker: BrokerProcess, topic: str, configs: dict[str, str] | None = None) -> None:
@@ -134,32 +136,54 @@ def test_acks_0_produce_gets_no_response_on_the_wire(broker: BrokerProcess, topi
             )
         ],
     )
-    api_versions = ApiVersionsRequest()
     with socket.create_connection((broker.host, broker.port), timeout=30) as s:
-        for correlation_id, api_key, version, body in (
-            (1, ApiKey.PRODUCE, 3, produce),
-            (2, ApiKey.API_VERSIONS, 0, api_versions),
-        ):
-            header = RequestHeader(
-                request_api_key=api_key,
-                request_api_version=version,
-                correlation_id=correlation_id,
-                client_id="acks0",
-            )
-            s.sendall(size_prefixed(encode_request(header, body)))
-        (size,) = struct.unpack(">i", recv_exactly(s, 4))
-        (correlation_id,) = struct.unpack_from(">i", recv_exactly(s, size))
+        wire.send(s, produce, 3, correlation_id=1)
+        wire.send(s, ApiVersionsRequest(), 0, correlation_id=2)
+        (correlation_id,) = struct.unpack_from(">i", wire.recv_frame(s))
     assert correlation_id == 2, "the first response on the connection must be ApiVersions'"
     assert [m.value for m in read_n(broker, topic_name, 1)] == [b"fire-and-forget"]
 
 
-def recv_exactly(s: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        assert chunk, "connection closed"
-        buf += chunk
-    return bytes(buf)
+@pytest.mark.parametrize("fetch_version", [3, 9])
+def test_zstd_topic_refused_to_fetchers_older_than_v10(
+    broker: BrokerProcess, topic_name: str, fetch_version: int
+) -> None:
+    """Fetch v10 (2.1) is where zstd became readable. Kafka 2.6 decides by the topic's compression.type:
+    a zstd topic answers older fetchers UNSUPPORTED_COMPRESSION_TYPE rather than bytes they cannot read.
+    The producer sends uncompressed batches, so this also shows the broker recompressing to the topic's codec."""
+    new_topic(broker, topic_name, {"compression.type": "zstd"})
+    p = producer(broker, acks=1)
+    try:
+        assert send_all(p, topic_name, make_records(3, tag="zstd", with_headers=False)) == [0, 1, 2]
+    finally:
+        p.close(timeout=10)
+    fetch = FetchRequest(
+        replica_id=-1,
+        max_wait=0,
+        min_bytes=0,
+        topics=[
+            FetchRequest.FetchableTopic(
+                name=topic_name,
+                fetch_partitions=[
+                    FetchRequest.FetchableTopic.FetchPartition(
+                        partition_index=0, fetch_offset=0, max_bytes=1 << 20
+                    )
+                ],
+            )
+        ],
+    )
+    with socket.create_connection((broker.host, broker.port), timeout=30) as s:
+        old = wire.call(s, fetch, fetch_version, correlation_id=1)
+        new = wire.call(s, fetch, 10, correlation_id=2)
+    (old_partition,) = old.topics[0].partitions
+    assert old_partition.error_code == UNSUPPORTED_COMPRESSION_TYPE
+    (new_partition,) = new.topics[0].partitions
+    assert new_partition.error_code == 0 and new_partition.high_watermark == 3
+    records = bytes(new_partition.records or b"")
+    assert len(records) > V2_HEADER_SIZE
+    header = read_batch_header(records, 0)
+    assert header is not None
+    assert (header.base_offset, header.last_offset, header.compression) == (0, 2, CompressionType.ZSTD)
 
 
 def test_record_over_max_message_bytes_is_refused_with_message_too_large(
@@ -298,11 +322,16 @@ def test_incremental_fetch_session_follows_every_partition(broker: BrokerProcess
     at a time, must all arrive through the same session, each partition's in order."""
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     try:
-        admin.create_topics({topic_name: {"num_partitions": 3, "replication_factor": 1}}, wait_for_metadata=True)
+        admin.create_topics(
+            {topic_name: {"num_partitions": 3, "replication_factor": 1}}, wait_for_metadata=True
+        )
     finally:
         admin.close()
     c = KafkaConsumer(
-        bootstrap_servers=broker.bootstrap, group_id=None, enable_auto_commit=False, auto_offset_reset="earliest"
+        bootstrap_servers=broker.bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
     )
     tps = [TopicPartition(topic_name, i) for i in range(3)]
     c.assign(tps)
