@@ -32,6 +32,7 @@ from typing import TypeVar
 from sofakafka.broker.config import LONG_MAX, ConfigError, KafkaConfig
 from sofakafka.broker.fetch_session import FetchSessionCache
 from sofakafka.broker.handlers import load_handlers
+from sofakafka.broker.producer_id_manager import ProducerIdManager
 from sofakafka.broker.replica_manager import ReplicaManager
 from sofakafka.broker.server import BoundListener, SocketServer
 from sofakafka.controller.embedded import EmbeddedMetadataServer
@@ -70,6 +71,7 @@ class Broker:
         self._log_manager: LogManager | None = None
         self._replica_manager: ReplicaManager | None = None
         self._cleaner: LogCleaner | None = None
+        self._producer_ids: ProducerIdManager | None = None
         self._periodic: list[asyncio.Task[None]] = []
         self._metadata_dirty = False
         self._metadata_task: asyncio.Task[None] | None = None
@@ -95,6 +97,12 @@ class Broker:
         """The controller side: ``node.cache`` (metadata view), ``node.admin`` (topic/config writes)."""
         assert self._node is not None, "broker not started"
         return self._node
+
+    @property
+    def producer_id_manager(self) -> ProducerIdManager:
+        """Hands out producer ids; ``generate_producer_id`` may block on the store."""
+        assert self._producer_ids is not None, "broker not started"
+        return self._producer_ids
 
     @property
     def metadata_cache(self) -> MetadataCache:
@@ -180,6 +188,8 @@ class Broker:
             )
 
         self._node = await self.run_blocking(open_store)
+        assert self.store is not None
+        self._producer_ids = ProducerIdManager(self.store, self.broker_id)
         self._log_manager = LogManager(
             [Path(d) for d in config.log_dirs],
             default_config=self.default_log_config,

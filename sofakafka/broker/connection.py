@@ -76,6 +76,7 @@ class KafkaConnection(asyncio.Protocol):
         self._read_paused_for_inflight = False
         self._write_paused = False
         self._closing = False
+        self._close_when_drained = False
         self._closed = asyncio.get_running_loop().create_future()
         self._last_activity = 0.0
         self._idle_timer: asyncio.TimerHandle | None = None
@@ -129,7 +130,7 @@ class KafkaConnection(asyncio.Protocol):
         self._update_reading()
 
     def data_received(self, data: bytes) -> None:
-        if self._closing:
+        if self._closing or self._close_when_drained:
             return
         self._last_activity = asyncio.get_running_loop().time()
         buf = self._buf
@@ -140,14 +141,15 @@ class KafkaConnection(asyncio.Protocol):
         while end - pos >= 4:
             (size,) = _SIZE.unpack_from(buf, pos)
             if size < 0 or size > max_bytes:
-                self.close_for(f"request frame of {size} bytes, socket.request.max.bytes is {max_bytes}")
+                self.close_for(f"request frame of {size} bytes, socket.request.max.bytes is {max_bytes}",
+                               drain=False)
                 return
             if end - pos - 4 < size:
                 break
             frame = bytes(buf[pos + 4 : pos + 4 + size])
             pos += 4 + size
             self._dispatch(frame)
-            if self._closing:
+            if self._closing or self._close_when_drained:
                 return
         if pos:
             del buf[:pos]
@@ -285,6 +287,9 @@ class KafkaConnection(asyncio.Protocol):
                 self.transport.write(out[0])
             else:
                 self.transport.writelines(out)
+        if self._close_when_drained and not pending:
+            self.close()
+            return
         self._update_reading()
 
     # -- flow control, idleness, closing -------------------------------------------------------------------------
@@ -292,7 +297,8 @@ class KafkaConnection(asyncio.Protocol):
         if self.transport is None or self._closing:
             return
         too_many = len(self._pending) >= self.server.max_inflight
-        want = not self._write_paused and not too_many and not self.server.shutting_down
+        want = (not self._write_paused and not too_many and not self.server.shutting_down
+                and not self._close_when_drained)
         if want and not self._reading:
             self._reading = True
             self.transport.resume_reading()
@@ -321,9 +327,16 @@ class KafkaConnection(asyncio.Protocol):
             return
         self._idle_timer = loop.call_later(idle - elapsed, self._check_idle)
 
-    def close_for(self, reason: str) -> None:
+    def close_for(self, reason: str, *, drain: bool = True) -> None:
+        """Close because of ``reason`` (logged). With ``drain`` the requests taken before the bad one are
+        answered first, as Kafka, which handles a connection's requests one at a time, would have answered them
+        before reading further; a frame size that cannot be trusted closes at once."""
         log.warning("closing connection from %s:%d on %s: %s", self.peer[0], self.peer[1], self.listener_name,
                     reason)
+        if drain and self._pending and not self._closing:
+            self._close_when_drained = True
+            self._update_reading()
+            return
         self.close()
 
     def close(self) -> None:
