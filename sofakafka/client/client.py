@@ -792,6 +792,61 @@ class KafkaClient:
 
         return self._retry(self._deadline(), attempt, "Fetch")
 
+    def fetch_many(
+        self,
+        topic: str,
+        offsets: Mapping[int, int],
+        *,
+        max_wait_ms: int = 500,
+        min_bytes: int = 1,
+        max_bytes: int = 1 << 20,
+        partition_max_bytes: int = 1 << 20,
+        isolation_level: int = READ_UNCOMMITTED,
+    ) -> dict[int, FetchResult | KafkaError]:
+        """Fetch several partitions of ``topic`` at once: one request per leader, each waiting up to
+        ``max_wait_ms`` for ``min_bytes``. Each partition gets its result or the KafkaError it got; after a
+        rerouting error the client's metadata is refreshed, so calling again goes to the new leader."""
+        deadline = self._deadline()
+        by_leader: dict[int, list[int]] = {}
+        for p in offsets:
+            leader = self._retry(deadline, functools.partial(self.leader_for, topic, p), "Fetch")
+            by_leader.setdefault(leader, []).append(p)
+        out: dict[int, FetchResult | KafkaError] = {}
+        for leader, parts in by_leader.items():
+            conn = self.connection(leader)
+            version = self.version(conn, ApiKey.FETCH)
+            request = FetchRequest(
+                replica_id=CONSUMER_REPLICA_ID,
+                max_wait=max_wait_ms,
+                min_bytes=min_bytes,
+                max_bytes=max_bytes,
+                topics=[FetchRequest.FetchableTopic(
+                    name=topic,
+                    fetch_partitions=[FetchRequest.FetchableTopic.FetchPartition(
+                        partition_index=p, fetch_offset=offsets[p], max_bytes=partition_max_bytes) for p in parts])],
+            )
+            if version >= 4:
+                request.isolation_level = isolation_level
+            response = conn.send(request, version, timeout_s=max_wait_ms / 1000 + self.request_timeout_s)
+            assert isinstance(response, FetchResponse)
+            if response.error_code != ErrorCode.NONE:
+                raise KafkaError(ErrorCode.for_code(response.error_code), "fetch failed")
+            for t in response.topics:
+                for r in t.partitions:
+                    code = ErrorCode.for_code(r.error_code)
+                    start = offsets[r.partition_index]
+                    if code != ErrorCode.NONE:
+                        out[r.partition_index] = KafkaError(
+                            code, f"fetch from {topic}-{r.partition_index} at offset {start}: {code.name}")
+                        continue
+                    records, next_offset = _decode_fetched(r.records or b"", start)
+                    out[r.partition_index] = FetchResult(topic, r.partition_index, r.high_watermark,
+                                                         r.last_stable_offset, r.log_start_offset, records,
+                                                         next_offset)
+        if any(isinstance(r, KafkaError) and r.code in _REROUTE for r in out.values()):
+            self.metadata([topic])
+        return out
+
     # -- offsets -------------------------------------------------------------------------------------
 
     def list_offsets(self, topic: str, timestamps: Mapping[int, int], *,

@@ -586,3 +586,15 @@ def test_any_records_round_trip_through_the_broker(broker: RunningBroker, batch:
         assert [r.offset for r in got] == list(range(result.base_offset, result.base_offset + len(batch)))
         assert [(r.key, r.value, r.timestamp, r.headers) for r in got] == [
             (r.key, r.value, r.timestamp, r.headers) for r in batch]
+
+
+def test_fetch_many_reads_every_partition_in_one_request(client: KafkaClient) -> None:
+    name = new_name()
+    create(client, name, partitions=3)
+    for p in range(3):
+        client.produce(name, p, records(p + 1))
+    got = client.fetch_many(name, {0: 0, 1: 1, 2: 5})
+    first, second, beyond = got[0], got[1], got[2]
+    assert not isinstance(first, KafkaError) and [r.offset for r in first.records] == [0]
+    assert not isinstance(second, KafkaError) and [r.offset for r in second.records] == [1]
+    assert isinstance(beyond, KafkaError) and beyond.code == ErrorCode.OFFSET_OUT_OF_RANGE
