@@ -20,6 +20,7 @@ the broker calls them from a worker thread, never on its event loop.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import enum
 import logging
 import os
@@ -30,6 +31,7 @@ from pathlib import Path
 
 from sofakafka.protocol.errors import CorruptRecordError, DecodeError
 from sofakafka.protocol.records import (
+    LOG_APPEND_TIME,
     MAGIC_V2,
     NO_TIMESTAMP,
     BatchHeader,
@@ -481,7 +483,7 @@ class Log:
             log_append_time = now if self.config.log_append_time else None
             assigned = assign_offsets(buf, self._log_end_offset, log_append_time=log_append_time,
                                       partition_leader_epoch=leader_epoch)
-            headers = list(iter_batches(buf))
+            headers = _restamped(headers, self._log_end_offset, leader_epoch, log_append_time)
             for h in headers:
                 control_type, coordinator_epoch = (None, -1)
                 if h.is_control:
@@ -941,6 +943,23 @@ class Log:
     def __repr__(self) -> str:
         return (f"Log({self.dir}, start={self._log_start_offset}, end={self._log_end_offset}, "
                 f"hw={self._high_watermark}, segments={len(self._bases)})")
+
+
+def _restamped(headers: list[BatchHeader], base_offset: int, leader_epoch: int,
+               log_append_time: int | None) -> list[BatchHeader]:
+    """The headers as ``assign_offsets`` rewrote them, without parsing the buffer a third time."""
+    out = []
+    offset = base_offset
+    for h in headers:
+        delta = h.last_offset - h.base_offset
+        changes: dict[str, object] = {"base_offset": offset, "last_offset": offset + delta,
+                                      "partition_leader_epoch": leader_epoch}
+        if log_append_time is not None:
+            changes["max_timestamp"] = log_append_time
+            changes["timestamp_type"] = LOG_APPEND_TIME
+        out.append(dataclasses.replace(h, **changes))  # type: ignore[arg-type]
+        offset += delta + 1
+    return out
 
 
 def delete_log_dir(path: Path) -> None:
