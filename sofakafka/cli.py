@@ -20,7 +20,10 @@ def main(argv: list[str] | None = None) -> int:
 
     if args and args[0] in cli_admin.VERBS:
         return cli_admin.main(args)
-    parser = argparse.ArgumentParser(prog="sofakafka", description="A Kafka-compatible broker in Python.")
+    parser = argparse.ArgumentParser(
+        prog="sofakafka", description="A Kafka-compatible broker in Python.",
+        epilog="console tools (like Kafka's bin/ scripts): " + ", ".join(f"sofakafka {v}" for v in cli_admin.VERBS)
+        + "; each takes --help")
     parser.add_argument("--version", action="version", version=f"sofakafka {__version__}")
     verbs = parser.add_subparsers(dest="verb")
     serve = verbs.add_parser("serve", help="run a broker",
