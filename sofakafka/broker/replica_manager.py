@@ -394,8 +394,13 @@ class ReplicaManager:
         partitions: Sequence[FetchPartitionRequest],
         hard_max_bytes_limit: bool = False,
         to_magic: int | None = None,
+        zstd_readable: bool = True,
     ) -> list[FetchPartitionResult]:
-        """Read every partition now; if fewer than ``min_bytes`` came back, wait in purgatory and read again."""
+        """Read every partition now; if fewer than ``min_bytes`` came back, wait in purgatory and read again.
+
+        ``zstd_readable`` False (Fetch before v10): partitions of topics whose ``compression.type`` is zstd are
+        answered UNSUPPORTED_COMPRESSION_TYPE, as Kafka 2.6 decides by the topic config.
+        """
         if replica_id >= 0:
             isolation = FetchIsolation.LOG_END
         elif isolation_level == ISOLATION_READ_COMMITTED:
@@ -404,7 +409,7 @@ class ReplicaManager:
             isolation = FetchIsolation.HIGH_WATERMARK
 
         def read() -> list[FetchPartitionResult]:
-            return self._read_all(partitions, isolation, max_bytes, hard_max_bytes_limit, to_magic)
+            return self._read_all(partitions, isolation, max_bytes, hard_max_bytes_limit, to_magic, zstd_readable)
 
         results = await self.run_read(read)
         if max_wait_ms <= 0 or not partitions or min_bytes <= 0 or self._shutting_down:
@@ -424,13 +429,14 @@ class ReplicaManager:
         return await self.run_read(read)
 
     def _read_all(self, partitions: Sequence[FetchPartitionRequest], isolation: FetchIsolation, max_bytes: int,
-                  hard_max_bytes_limit: bool, to_magic: int | None) -> list[FetchPartitionResult]:
+                  hard_max_bytes_limit: bool, to_magic: int | None, zstd_readable: bool
+                  ) -> list[FetchPartitionResult]:
         out: list[FetchPartitionResult] = []
         remaining = max(0, max_bytes)
         min_one_message = not hard_max_bytes_limit
         for req in partitions:
             try:
-                result = self._read_partition(req, isolation, remaining, min_one_message, to_magic)
+                result = self._read_partition(req, isolation, remaining, min_one_message, to_magic, zstd_readable)
             except KafkaError as exc:
                 result = FetchPartitionResult(exc.code)
             except Exception as exc:  # one partition's failure must not fail its neighbours
@@ -443,10 +449,13 @@ class ReplicaManager:
         return out
 
     def _read_partition(self, req: FetchPartitionRequest, isolation: FetchIsolation, remaining: int,
-                        min_one_message: bool, to_magic: int | None) -> FetchPartitionResult:
+                        min_one_message: bool, to_magic: int | None, zstd_readable: bool) -> FetchPartitionResult:
         part = self.partition_or_error(req.topic, req.partition)
         part.check_leader_epoch(req.current_leader_epoch)
         lg = part.log
+        if not zstd_readable and lg.config.compression_type == "zstd":
+            raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                             f"{req.topic} is stored with zstd, which this fetch version cannot read")
         end_metadata = lg.log_end_offset_metadata
         limit = min(req.max_bytes, remaining)
         info = lg.read(req.fetch_offset, max(0, limit), isolation=isolation, min_one_message=min_one_message)

@@ -10,7 +10,8 @@ transactions of the range listed; followers (``replica_id`` >= 0) read up to the
 Version notes: v0-3 fetchers cannot read record batches v2, so stored batches are down-converted (v0-1 to
 magic 0, v2-3 to magic 1; refused with UNSUPPORTED_VERSION when ``message.downconversion.enable`` is false);
 v4 adds last stable offset and aborted transactions; v5 log start offsets; v7 fetch sessions (KIP-227, see
-``fetch_session``) with a top-level error code; v9 ``current_leader_epoch`` (FENCED_LEADER_EPOCH /
+``fetch_session``) with a top-level error code; before v10 a topic whose ``compression.type`` is zstd is
+UNSUPPORTED_COMPRESSION_TYPE (Kafka 2.6 decides by the config, not by the stored batches); v9 ``current_leader_epoch`` (FENCED_LEADER_EPOCH /
 UNKNOWN_LEADER_EPOCH); v11 rack id and ``preferred_read_replica`` (always -1: no follower fetching).
 
 Record bytes are not re-encoded: the response is assembled from the codec's encoding of everything but the
@@ -75,6 +76,7 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> RawRespons
         partitions=fetch_ctx.partitions,
         hard_max_bytes_limit=version <= 2,
         to_magic=_down_conversion_magic(version),
+        zstd_readable=version >= 10,
     )
     return encode_fetch_response(version, fetch_ctx.session_id, fetch_ctx.response_partitions(results))
 
