@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import keyword
 import re
 import sys
 from pathlib import Path
@@ -48,6 +49,10 @@ DEFAULT_OVERRIDES = {
     ("ProduceRequest", "TransactionalId"): "null",
     ("FetchResponse", "PreferredReadReplica"): "-1",
 }
+
+# Attribute names the Struct API takes; a field named like one would shadow it.
+RESERVED = {"encode", "encode_into", "decode", "decode_from", "size", "fields", "is_flexible", "valid_versions",
+            "flexible_versions"}
 
 # Kafka's ApiKeys names where they differ from the JSON message name.
 API_NAMES = {"ListOffset": "LIST_OFFSETS"}
@@ -181,6 +186,8 @@ class Emitter:
 
     def field_line(self, f: dict[str, Any]) -> str:
         name = snake(f["name"])
+        if name in RESERVED or keyword.iskeyword(name):
+            raise SystemExit(f"{self.message['name']}.{f['name']}: {name!r} clashes with the Struct API")
         versions = norm_versions(f.get("versions"))
         nullable = norm_versions(f.get("nullableVersions"))
         tagged = norm_versions(f.get("taggedVersions"))
