@@ -38,11 +38,14 @@ def resolve(futures: dict[Any, Any]) -> dict[Any, Any]:
     return {k: f.result(timeout=TIMEOUT_S) for k, f in futures.items()}
 
 
-def produce(broker: BrokerProcess, topic: str, partition: int, codec: str, recs: list[Rec]) -> list[Any]:
+def produce(
+    broker: BrokerProcess, topic: str, partition: int, codec: str, recs: list[Rec], **config: Any
+) -> list[Any]:
     """Returns the delivery reports' (error, offset) in send order."""
     reports: list[Any] = []
     p = Producer(
         {"bootstrap.servers": broker.bootstrap, "compression.codec": codec, "acks": "all", "linger.ms": 20}
+        | config
     )
     for r in recs:
         p.produce(
@@ -173,3 +176,12 @@ def test_confluent_kafka_describe_topics(broker: BrokerProcess, topic_name: str)
     assert description.name == topic_name
     assert [p.id for p in description.partitions] == [0, 1]
     assert all(p.leader is not None and p.leader.id == 0 for p in description.partitions)
+
+
+def test_confluent_kafka_idempotent_producer(broker: BrokerProcess, topic_name: str) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    resolve(admin.create_topics([NewTopic(topic_name, 1, 1)]))
+    recs = make_records(20, tag="idem", with_headers=True)
+    reports = produce(broker, topic_name, 0, "lz4", recs, **{"enable.idempotence": True})
+    assert reports == [(None, i) for i in range(len(recs))]
+    assert as_tuples(consume(broker, topic_name, 0, OFFSET_BEGINNING, len(recs))) == expected(recs)

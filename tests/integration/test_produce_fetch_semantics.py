@@ -356,3 +356,37 @@ def test_incremental_fetch_session_follows_every_partition(broker: BrokerProcess
     finally:
         p.close(timeout=10)
         c.close()
+
+
+def test_idempotent_producer_by_default(broker: BrokerProcess, topic_name: str) -> None:
+    """kafka-python 3.x is idempotent unless told otherwise (InitProducerId, then sequenced batches):
+    its defaults must work, and the stored batches carry the producer id it was given."""
+    new_topic(broker, topic_name)
+    p = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=5)
+    records = make_records(30, tag="idempotent", with_headers=True)
+    try:
+        assert p.config["enable_idempotence"] is True
+        assert send_all(p, topic_name, records) == list(range(len(records)))
+    finally:
+        p.close(timeout=10)
+    assert_same(read_n(broker, topic_name, len(records)), records)
+    fetch = FetchRequest(
+        replica_id=-1,
+        max_wait=0,
+        min_bytes=0,
+        topics=[
+            FetchRequest.FetchableTopic(
+                name=topic_name,
+                fetch_partitions=[
+                    FetchRequest.FetchableTopic.FetchPartition(
+                        partition_index=0, fetch_offset=0, max_bytes=1 << 20
+                    )
+                ],
+            )
+        ],
+    )
+    with socket.create_connection((broker.host, broker.port), timeout=30) as s:
+        response = wire.call(s, fetch, 11)
+    data = bytes(response.topics[0].partitions[0].records or b"")
+    header = read_batch_header(data, 0)
+    assert header is not None and header.producer_id >= 0 and header.base_sequence == 0
