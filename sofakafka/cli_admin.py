@@ -525,57 +525,62 @@ def _consume(args: argparse.Namespace) -> int:
 
     out = sys.stdout
     consumed = 0
-    with _client(args) as client:
-        info = client.topic(args.topic)
-        partitions = [args.partition] if args.partition is not None else sorted(info.partitions)
-        if args.partition is not None and args.partition not in info.partitions:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{args.topic} has no partition {args.partition}")
-        positions = _start_offsets(client, args, partitions)
-        last_data = time.monotonic()
-        while args.max_messages is None or consumed < args.max_messages:
-            wait = 500
-            if args.timeout_ms is not None:
-                left = args.timeout_ms - (time.monotonic() - last_data) * 1000
-                if left <= 0:
-                    break
-                wait = max(0, min(wait, int(left)))
-            results = client.fetch_many(args.topic, positions, max_wait_ms=wait)
-            for partition in sorted(results):
-                result = results[partition]
-                if isinstance(result, KafkaError):
-                    if result.code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                        # Kafka's console consumer resets with auto.offset.reset; ours follows --from-beginning.
-                        reset = EARLIEST_TIMESTAMP if args.from_beginning else LATEST_TIMESTAMP
-                        found = client.list_offsets(args.topic, {partition: reset})
-                        positions[partition] = found[partition].offset
-                    elif not result.retriable:
-                        raise result
-                    else:
-                        time.sleep(client.retry_backoff_s)  # a leader moving: let the metadata catch up
-                    continue
-                positions[partition] = result.next_offset
-                if result.records:
-                    last_data = time.monotonic()
-                for record in result.records:
-                    if args.max_messages is not None and consumed >= args.max_messages:
+    status = 0
+    try:
+        with _client(args) as client:
+            info = client.topic(args.topic)
+            partitions = [args.partition] if args.partition is not None else sorted(info.partitions)
+            if args.partition is not None and args.partition not in info.partitions:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{args.topic} has no partition {args.partition}")
+            positions = _start_offsets(client, args, partitions)
+            last_data = time.monotonic()
+            while args.max_messages is None or consumed < args.max_messages:
+                wait = 500
+                if args.timeout_ms is not None:
+                    left = args.timeout_ms - (time.monotonic() - last_data) * 1000
+                    if left <= 0:
                         break
-                    parts: list[str] = []
-                    if print_ts:
-                        parts.append(f"CreateTime:{record.timestamp}" if record.timestamp >= 0 else "NO_TIMESTAMP")
-                    if print_part:
-                        parts.append(f"Partition:{partition}")
-                    if print_off:
-                        parts.append(f"Offset:{record.offset}")
-                    if print_headers:
-                        parts.append(headers_sep.join(f"{k}:{text(v)}" for k, v in record.headers) or "NO_HEADERS")
-                    if print_key:
-                        parts.append(text(record.key))
-                    parts.append(text(record.value))
-                    out.write(key_sep.join(parts) + line_sep)
-                    consumed += 1
-            out.flush()
+                    wait = max(0, min(wait, int(left)))
+                results = client.fetch_many(args.topic, positions, max_wait_ms=wait)
+                for partition in sorted(results):
+                    result = results[partition]
+                    if isinstance(result, KafkaError):
+                        if result.code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                            # Kafka's console consumer resets with auto.offset.reset; ours follows --from-beginning.
+                            reset = EARLIEST_TIMESTAMP if args.from_beginning else LATEST_TIMESTAMP
+                            found = client.list_offsets(args.topic, {partition: reset})
+                            positions[partition] = found[partition].offset
+                        elif not result.retriable:
+                            raise result
+                        else:
+                            time.sleep(client.retry_backoff_s)  # a leader moving: let the metadata catch up
+                        continue
+                    positions[partition] = result.next_offset
+                    if result.records:
+                        last_data = time.monotonic()
+                    for record in result.records:
+                        if args.max_messages is not None and consumed >= args.max_messages:
+                            break
+                        parts: list[str] = []
+                        if print_ts:
+                            parts.append(f"CreateTime:{record.timestamp}" if record.timestamp >= 0 else "NO_TIMESTAMP")
+                        if print_part:
+                            parts.append(f"Partition:{partition}")
+                        if print_off:
+                            parts.append(f"Offset:{record.offset}")
+                        if print_headers:
+                            parts.append(headers_sep.join(f"{k}:{text(v)}" for k, v in record.headers) or "NO_HEADERS")
+                        if print_key:
+                            parts.append(text(record.key))
+                        parts.append(text(record.value))
+                        out.write(key_sep.join(parts) + line_sep)
+                        consumed += 1
+                out.flush()
+    except KeyboardInterrupt:
+        # Ctrl-C is how a console consumer without --max-messages ends; the total still matters.
+        status = 130
     _err(f"Processed a total of {consumed} messages")
-    return 0
+    return status
 
 
 def _start_offsets(client: KafkaClient, args: argparse.Namespace, partitions: list[int]) -> dict[int, int]:

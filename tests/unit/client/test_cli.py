@@ -6,6 +6,8 @@ Output lines are compared exactly where they mirror Kafka's tools, since scripts
 from __future__ import annotations
 
 import itertools
+import select
+import signal
 import socket
 import subprocess
 import sys
@@ -197,3 +199,30 @@ def test_produce_to_a_new_topic_creates_it_through_metadata(broker: RunningBroke
     assert ok("consume", *b, "--topic", name, "--from-beginning", "--max-messages", "1") == "first\n"
     unknown = run("consume", *b, "--topic", new_name(), "--timeout-ms", "300")
     assert unknown.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in unknown.stderr
+
+
+def test_a_running_consumer_prints_records_as_they_arrive_and_reports_its_total_on_ctrl_c(
+        broker: RunningBroker) -> None:
+    b = ("--bootstrap-server", broker.bootstrap)
+    name = new_name()
+    ok("topics", "create", *b, "--topic", name)
+    with subprocess.Popen([sys.executable, "-m", "sofakafka", "consume", *b, "--topic", name],
+                          cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as consumer:
+        try:
+            assert consumer.stdout is not None and consumer.stderr is not None
+            # Without --from-beginning the consumer starts at the end; keep producing until it sees one.
+            line = ""
+            for i in range(200):
+                ok("produce", *b, "--topic", name, stdin=f"late {i}\n")
+                ready, _, _ = select.select([consumer.stdout], [], [], 0.5)
+                if ready:
+                    line = consumer.stdout.readline()
+                    break
+            assert line.startswith("late ")
+            consumer.send_signal(signal.SIGINT)
+            assert consumer.wait(timeout=30) == 130
+            assert "Processed a total of" in consumer.stderr.read()
+        finally:
+            if consumer.poll() is None:
+                consumer.kill()
+                consumer.wait()
