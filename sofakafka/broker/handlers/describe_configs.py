@@ -5,9 +5,11 @@ Topic resources (type 2) list every topic config Kafka 2.6 has, with the topic's
 broker key it comes from (``log.segment.bytes`` for ``segment.bytes``: dynamic broker, dynamic cluster
 default, static from server.properties, or Kafka's default). Broker resources (type 4) name this broker's
 id and list every broker key with its effective value; the empty name is the cluster-wide default entity,
-which lists only the dynamic defaults set on it. Any other broker id is INVALID_REQUEST (the client must ask
-that broker), an unknown topic UNKNOWN_TOPIC_OR_PARTITION, an illegal topic name INVALID_TOPIC_EXCEPTION,
-other resource types INVALID_REQUEST.
+which lists only the dynamic defaults set on it. Broker-logger resources (type 8, KIP-412) name this broker
+and list every logger of the process with its effective level in log4j's words (``root`` is the root
+logger). Any other broker id is INVALID_REQUEST (the client must ask that broker), an unknown topic
+UNKNOWN_TOPIC_OR_PARTITION, an illegal topic name INVALID_TOPIC_EXCEPTION, other resource types
+INVALID_REQUEST.
 
 Broker value precedence, as in Kafka: ``/config/brokers/<id>`` > ``/config/brokers/<default>`` >
 server.properties > default. Synonyms (v1+, when asked) list, source by source in that order, each key of
@@ -26,6 +28,7 @@ alter handlers' validation.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -216,6 +219,47 @@ def _storage_default(name: str) -> str | None:
     return LogConfig().to_props().get(name)
 
 
+# log4j's levels, which Kafka's clients and tools speak, on Python's scale (Python has no TRACE or FATAL).
+LOG_LEVELS = {"TRACE": 5, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
+              "ERROR": logging.ERROR, "FATAL": logging.CRITICAL}
+ROOT_LOGGER = "root"
+SOURCE_BROKER_LOGGER = 6  # DYNAMIC_BROKER_LOGGER_CONFIG
+
+
+def log_level_name(level: int) -> str:
+    """The log4j name of a Python level (the highest log4j level at or below it)."""
+    return max(((v, k) for k, v in LOG_LEVELS.items() if v <= level), default=(5, "TRACE"))[1]
+
+
+def python_logger(name: str) -> logging.Logger | None:
+    """The logger a broker-logger entry names, or None when the process has no such logger."""
+    if name == ROOT_LOGGER:
+        return logging.getLogger()
+    found = logging.Logger.manager.loggerDict.get(name)
+    return found if isinstance(found, logging.Logger) else None
+
+
+def logger_entries(names: Sequence[str] | None) -> list[ConfigEntryView]:
+    named = sorted(n for n, v in logging.Logger.manager.loggerDict.items() if isinstance(v, logging.Logger))
+    loggers = [ROOT_LOGGER, *named]
+    out: list[ConfigEntryView] = []
+    for name in loggers:
+        logger = python_logger(name)
+        if logger is None or (names is not None and name not in names):
+            continue
+        out.append(ConfigEntryView(name=name, value=log_level_name(logger.getEffectiveLevel()),
+                                   source=SOURCE_BROKER_LOGGER, read_only=False, is_sensitive=False,
+                                   config_type=_TYPE_CODES[ConfigType.STRING], documentation=None))
+    return out
+
+
+def parse_logger_resource(ctx: RequestContext, name: str) -> None:
+    """A broker-logger resource must name this broker (loggers are per process)."""
+    own: int = ctx.broker.broker_id
+    if name != str(own):
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {own} but received {name}")
+
+
 def parse_broker_resource(ctx: RequestContext, name: str) -> int | None:
     """The broker id a broker resource names (None: the cluster default entity), or INVALID_REQUEST."""
     if name == "":
@@ -270,6 +314,11 @@ def describe_resource(ctx: RequestContext, resource_type: int, name: str, keys: 
                 entries = [ConfigEntryView(e.name, e.value, e.source, e.read_only, e.is_sensitive, e.config_type,
                                            e.documentation) for e in entries]
             return entries
+    elif resource_type == RESOURCE_BROKER_LOGGER:
+        parse_logger_resource(ctx, name)
+
+        def describe() -> list[ConfigEntryView]:
+            return logger_entries(keys)
     else:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type} for DescribeConfigs")
     return describe()

@@ -9,21 +9,32 @@ anything but DELETE, or an unknown operation fail the resource with INVALID_REQU
 validated and written exactly as AlterConfigs does (see ``alter_configs``): the same INVALID_REQUEST
 "Invalid config value for resource ..." naming the key, only dynamic broker keys, ``validate_only``.
 
+Broker-logger resources (type 8, KIP-412, this broker's id only) change log levels of this process at once
+and only in memory, as Kafka does: SET takes a log4j level (TRACE, DEBUG, INFO, WARN, ERROR, FATAL), DELETE
+makes a logger inherit its parent's level again (not allowed for ``root``), APPEND/SUBTRACT are
+INVALID_REQUEST; an unknown logger or level is INVALID_REQUEST naming it.
+
 Version notes: v1 is the first flexible version; nothing else changes.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 
 from sofakafka.broker.config import CONFIG_KEYS, ConfigType, format_value
 from sofakafka.broker.handlers import RequestContext, handles
 from sofakafka.broker.handlers.alter_configs import apply_configs
 from sofakafka.broker.handlers.describe_configs import (
+    LOG_LEVELS,
     RESOURCE_BROKER,
+    RESOURCE_BROKER_LOGGER,
     RESOURCE_TOPIC,
+    ROOT_LOGGER,
     check_topic,
     parse_broker_resource,
+    parse_logger_resource,
+    python_logger,
 )
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode, KafkaError
@@ -94,6 +105,33 @@ def apply_operations(resource_type: int, current: Mapping[str, str], ops: Sequen
     return result
 
 
+def alter_loggers(ops: Sequence[AlterableConfig], validate_only: bool) -> None:
+    """Check every operation first, then apply them all: a bad entry changes nothing."""
+    changes: list[tuple[logging.Logger, int]] = []
+    for op in ops:
+        logger = python_logger(op.name)
+        if logger is None:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Logger {op.name} does not exist!")
+        if op.config_operation == SET:
+            level = LOG_LEVELS.get((op.value or "").upper())
+            if level is None:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 f"Cannot set the log level of {op.name} to {op.value} as it is not a supported log "
+                                 f"level. Valid log levels are {', '.join(LOG_LEVELS)}")
+            changes.append((logger, level))
+        elif op.config_operation == DELETE:
+            if op.name == ROOT_LOGGER:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 f"Removing the log level of the {ROOT_LOGGER} logger is not allowed")
+            changes.append((logger, logging.NOTSET))
+        else:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"Operation {op.config_operation} is not allowed for the BROKER_LOGGER resource")
+    if not validate_only:
+        for logger, level in changes:
+            logger.setLevel(level)
+
+
 def _current(ctx: RequestContext, resource_type: int, name: str) -> Mapping[str, str]:
     if resource_type == RESOURCE_TOPIC:
         return check_topic(ctx, name)
@@ -114,6 +152,14 @@ async def handle_incremental_alter_configs(
         response = ResourceResponse(resource_type=resource.resource_type, resource_name=resource.resource_name,
                                     error_message=None)
         try:
+            if resource.resource_type == RESOURCE_BROKER_LOGGER:
+                parse_logger_resource(ctx, resource.resource_name)
+                names = [c.name for c in resource.configs]
+                if len(set(names)) != len(names):
+                    raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+                alter_loggers(resource.configs, request.validate_only)
+                responses.append(response)
+                continue
             current = _current(ctx, resource.resource_type, resource.resource_name)
             updated = apply_operations(resource.resource_type, current, resource.configs)
             await apply_configs(ctx, resource.resource_type, resource.resource_name, updated,

@@ -598,3 +598,27 @@ def test_fetch_many_reads_every_partition_in_one_request(client: KafkaClient) ->
     assert not isinstance(first, KafkaError) and [r.offset for r in first.records] == [0]
     assert not isinstance(second, KafkaError) and [r.offset for r in second.records] == [1]
     assert isinstance(beyond, KafkaError) and beyond.code == ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+def test_broker_loggers_describe_and_change_levels(client: KafkaClient, broker: RunningBroker) -> None:
+    own = str(broker.broker_id)
+    loggers = entries(client, ConfigResourceType.BROKER_LOGGER, own)
+    logger = "sofakafka.broker.handlers.create_topics"
+    assert loggers["root"].value == "INFO" and loggers[logger].value == "INFO"
+    assert loggers[logger].config_source == ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG
+    key = (ConfigResourceType.BROKER_LOGGER, own)
+    [dry] = client.incremental_alter_configs({key: [(logger, AlterConfigOp.SET, "DEBUG")]}, validate_only=True)
+    assert dry.error == ErrorCode.NONE
+    assert entries(client, ConfigResourceType.BROKER_LOGGER, own)[logger].value == "INFO"
+    [done] = client.incremental_alter_configs({key: [(logger, AlterConfigOp.SET, "DEBUG")]})
+    assert done.error == ErrorCode.NONE
+    assert entries(client, ConfigResourceType.BROKER_LOGGER, own)[logger].value == "DEBUG"
+    [reset] = client.incremental_alter_configs({key: [(logger, AlterConfigOp.DELETE, None)]})
+    assert reset.error == ErrorCode.NONE
+    assert entries(client, ConfigResourceType.BROKER_LOGGER, own)[logger].value == "INFO"
+    for ops in ([("root", AlterConfigOp.DELETE, None)], [(logger, AlterConfigOp.APPEND, "DEBUG")],
+                [("no.such.logger", AlterConfigOp.SET, "DEBUG")], [(logger, AlterConfigOp.SET, "LOUD")]):
+        [refused] = client.incremental_alter_configs({key: ops})
+        assert refused.error == ErrorCode.INVALID_REQUEST, ops
+    [legacy] = client.alter_configs({key: {logger: "DEBUG"}})
+    assert legacy.error == ErrorCode.INVALID_REQUEST
