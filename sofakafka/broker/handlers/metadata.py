@@ -57,7 +57,7 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
     for name in names:
         found = snap.topics.get(name)
         if found is not None:
-            topics.append(_topic(found, version, request.include_topic_authorized_operations))
+            topics.append(_topic(found, version, request.include_topic_authorized_operations, ctx))
             continue
         error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if allow_create and name not in snap.deleting:
@@ -104,14 +104,21 @@ def _brokers(ctx: RequestContext, snap: ClusterMetadata) -> list[Broker]:
     return out
 
 
-def _topic(topic: TopicMetadata, version: int, include_operations: bool) -> Topic:
+def _topic(topic: TopicMetadata, version: int, include_operations: bool, ctx: RequestContext) -> Topic:
     partitions: list[Partition] = []
+    me = ctx.broker.broker_id
+    rm = ctx.broker.replica_manager
     for index in sorted(topic.partitions):
         p = topic.partitions[index]
+        leader = p.leader
+        if leader == me and rm.get_partition((topic.name, index)) is None:
+            # The controller elected us but our replica manager has not taken over yet: saying so now would
+            # send clients here before we can serve them (Kafka's LeaderAndIsr-before-UpdateMetadata order).
+            leader = -1
         partitions.append(Partition(
-            error_code=ErrorCode.LEADER_NOT_AVAILABLE if p.leader < 0 else ErrorCode.NONE,
+            error_code=ErrorCode.LEADER_NOT_AVAILABLE if leader < 0 else ErrorCode.NONE,
             partition_index=index,
-            leader_id=p.leader,
+            leader_id=leader,
             leader_epoch=p.leader_epoch,
             replica_nodes=list(p.replicas),
             isr_nodes=list(p.isr),
