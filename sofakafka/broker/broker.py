@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -58,6 +59,9 @@ SHUTDOWN_DRAIN_SECONDS = 15.0
 class Broker:
     def __init__(self, config: KafkaConfig) -> None:
         self.config = config
+        if not config.uses_embedded_store:
+            raise ConfigError("zookeeper.connect", "the ZooKeeper metadata backend is not available yet; remove "
+                                                   "zookeeper.connect to use the embedded metadata store")
         broker_id = config.effective_broker_id()
         if broker_id is None:
             raise ConfigError("broker.id", "-1 (generated ids) needs ZooKeeper; set broker.id")
@@ -147,10 +151,6 @@ class Broker:
 
     # -- start-up -----------------------------------------------------------------------------------------------
     async def startup(self) -> None:
-        config = self.config
-        if not config.uses_embedded_store:
-            raise ConfigError("zookeeper.connect", "the ZooKeeper metadata backend is not available yet; remove "
-                                                   "zookeeper.connect to use the embedded metadata store")
         self._loop = asyncio.get_running_loop()
         load_handlers()
         listeners = await self.server.start()
@@ -262,7 +262,14 @@ class Broker:
         for tp in partitions:
             try:
                 if self._replica_manager is not None:
+                    lg = self.log_manager.get_log(tp.topic, tp.partition)
+                    cleaner = self._cleaner
+                    if cleaner is not None and lg is not None:
+                        # A cleaner pass must not be rewriting segments while their directory goes away.
+                        await self.run_blocking(functools.partial(cleaner.abort_and_pause_cleaning, lg.dir))
                     await self._replica_manager.stop_replica(tp.topic, tp.partition, delete=True)
+                    if cleaner is not None and lg is not None:
+                        cleaner.resume_cleaning(lg.dir)
                 results[tp] = ErrorCode.NONE
             except Exception:
                 log.exception("deleting replica %s-%d failed", tp.topic, tp.partition)
