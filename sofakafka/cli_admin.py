@@ -429,6 +429,11 @@ def _legacy_alter(client: KafkaClient, rtype: int, name: str, ops: list[tuple[st
 # -- produce ------------------------------------------------------------------------------------------
 
 
+# Bytes of record data per produce request: under the default max.message.bytes (1 MB) even uncompressed,
+# so a batch of many small lines is never refused as a whole.
+_MAX_REQUEST_BYTES = 512 * 1024
+
+
 def _unescape(text: str) -> str:
     """Separators given on a command line arrive with backslash escapes (``\\t``) spelled out."""
     return text.encode("utf-8").decode("unicode_escape") if "\\" in text else text
@@ -454,11 +459,12 @@ def _produce(args: argparse.Namespace) -> int:
         info = client.topic(args.topic, allow_auto_topic_creation=True)
         num_partitions = len(info.partitions)
         pending: dict[int, list[Record]] = {}
+        pending_records = pending_bytes = 0
         count = 0
         round_robin = 0
 
         def flush() -> None:
-            nonlocal status
+            nonlocal status, pending_records, pending_bytes
             for partition, records in pending.items():
                 try:
                     client.produce(args.topic, partition, records, acks=acks, compression=compression,
@@ -467,6 +473,7 @@ def _produce(args: argparse.Namespace) -> int:
                     _err(f"ERROR when sending message to topic {args.topic} with partition {partition}: {e}")
                     status = 1
             pending.clear()
+            pending_records = pending_bytes = 0
 
         for line in _read_lines(sys.stdin):
             key: bytes | None = None
@@ -489,10 +496,12 @@ def _produce(args: argparse.Namespace) -> int:
             else:
                 # Keyless records fill one batch per partition in turn (Kafka 2.4+'s sticky idea).
                 partition = round_robin % num_partitions
-            pending.setdefault(partition, []).append(
-                Record(0, int(time.time() * 1000), key, value.encode("utf-8")))
+            data = value.encode("utf-8")
+            pending.setdefault(partition, []).append(Record(0, int(time.time() * 1000), key, data))
             count += 1
-            if interactive or sum(len(v) for v in pending.values()) >= args.batch_size:
+            pending_records += 1
+            pending_bytes += len(data) + len(key or b"")
+            if interactive or pending_records >= args.batch_size or pending_bytes >= _MAX_REQUEST_BYTES:
                 flush()
                 round_robin += 1
         flush()

@@ -226,3 +226,13 @@ def test_a_running_consumer_prints_records_as_they_arrive_and_reports_its_total_
             if consumer.poll() is None:
                 consumer.kill()
                 consumer.wait()
+
+
+def test_produce_splits_large_input_below_max_message_bytes(broker: RunningBroker) -> None:
+    b = ("--bootstrap-server", broker.bootstrap)
+    name = new_name()
+    ok("topics", "create", *b, "--topic", name)
+    # 2,000 lines of 1 KB in one --batch-size would be a 2 MB batch, over the default max.message.bytes.
+    ok("produce", *b, "--topic", name, "--batch-size", "5000", stdin=("x" * 1000 + "\n") * 2000)
+    done = run("consume", *b, "--topic", name, "--from-beginning", "--max-messages", "2000")
+    assert done.returncode == 0 and len(done.stdout.splitlines()) == 2000
