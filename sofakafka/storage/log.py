@@ -20,7 +20,6 @@ the broker calls them from a worker thread, never on its event loop.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import enum
 import logging
 import os
@@ -947,17 +946,23 @@ class Log:
 
 def _restamped(headers: list[BatchHeader], base_offset: int, leader_epoch: int,
                log_append_time: int | None) -> list[BatchHeader]:
-    """The headers as ``assign_offsets`` rewrote them, without parsing the buffer a third time."""
+    """The headers as ``assign_offsets`` rewrote them, without parsing the buffer a third time.
+
+    (The ``crc`` field keeps the pre-stamp value; nothing after validation reads it.)
+    """
     out = []
     offset = base_offset
     for h in headers:
         delta = h.last_offset - h.base_offset
-        changes: dict[str, object] = {"base_offset": offset, "last_offset": offset + delta,
-                                      "partition_leader_epoch": leader_epoch}
-        if log_append_time is not None:
-            changes["max_timestamp"] = log_append_time
-            changes["timestamp_type"] = LOG_APPEND_TIME
-        out.append(dataclasses.replace(h, **changes))  # type: ignore[arg-type]
+        out.append(BatchHeader(
+            position=h.position, size=h.size, magic=h.magic, base_offset=offset, last_offset=offset + delta,
+            max_timestamp=h.max_timestamp if log_append_time is None else log_append_time,
+            first_timestamp=h.first_timestamp,
+            timestamp_type=h.timestamp_type if log_append_time is None else LOG_APPEND_TIME,
+            compression=h.compression, producer_id=h.producer_id, producer_epoch=h.producer_epoch,
+            base_sequence=h.base_sequence, partition_leader_epoch=leader_epoch,
+            is_transactional=h.is_transactional, is_control=h.is_control, record_count=h.record_count,
+            crc=h.crc))
         offset += delta + 1
     return out
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import random
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,16 +25,14 @@ from pathlib import Path
 from sofakafka.protocol.errors import CorruptRecordError
 from sofakafka.protocol.records import (
     LOG_APPEND_TIME,
-    LOG_OVERHEAD,
-    MAGIC_V1,
     MAGIC_V2,
     V2_HEADER_SIZE,
     BatchHeader,
     decode_records,
+    peek_batch_header,
     read_batch_header,
     validate_batch,
 )
-from sofakafka.protocol.records.header import LEGACY_TIMESTAMP, _legacy_header, _v2_header
 from sofakafka.storage.errors import CorruptIndexError, InvalidOffsetError
 from sofakafka.storage.index import INT32_MAX, OffsetIndex, TimeIndex
 from sofakafka.storage.transaction_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
@@ -649,19 +646,5 @@ class LogSegment:
 
 
 def _peek_header(buf: bytes) -> BatchHeader | None:
-    """Header of the entry at the start of ``buf``, which may hold only the header, not the whole entry.
-
-    ``read_batch_header`` wants the whole entry in the buffer (it returns None otherwise), which would make
-    every index scan read whole batches. When it declines only for that reason (size and magic already checked
-    by it), the fixed header is decoded by the records module's own header decoders.
-    """
-    header = read_batch_header(buf, 0)
-    if header is not None or len(buf) < LOG_OVERHEAD + 5:
-        return header
-    (size_field,) = struct.unpack_from(">i", buf, 8)
-    magic = buf[16]
-    size = size_field + LOG_OVERHEAD
-    if magic == MAGIC_V2:
-        return _v2_header(buf, 0, size) if len(buf) >= V2_HEADER_SIZE else None
-    needed = LEGACY_TIMESTAMP + (8 if magic == MAGIC_V1 else 0)
-    return _legacy_header(buf, 0, size, magic) if len(buf) >= needed else None
+    """Header of the entry at the start of ``buf``, which may hold only the header, not the whole entry."""
+    return peek_batch_header(buf, 0)
