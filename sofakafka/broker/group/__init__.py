@@ -92,3 +92,32 @@ runs due timers in deadline order.
 
 Threading: every method, and every ``done``/timer callback, runs on one thread (the event loop).
 """
+
+from sofakafka.broker.group.coordinator import GroupConfig, GroupCoordinator
+from sofakafka.broker.group.metadata import GroupMetadata, GroupState, MemberMetadata
+from sofakafka.broker.group.records import partition_for
+from sofakafka.broker.group.runtime import (
+    Clock,
+    Completion,
+    ManualTime,
+    OffsetsRecord,
+    RecordWriter,
+    Scheduler,
+    SystemClock,
+)
+
+__all__ = [
+    "Clock",
+    "Completion",
+    "GroupConfig",
+    "GroupCoordinator",
+    "GroupMetadata",
+    "GroupState",
+    "ManualTime",
+    "MemberMetadata",
+    "OffsetsRecord",
+    "RecordWriter",
+    "Scheduler",
+    "SystemClock",
+    "partition_for",
+]
