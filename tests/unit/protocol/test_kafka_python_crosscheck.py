@@ -25,6 +25,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sofakafka.protocol.headers import (
+    RequestHeader,
+    ResponseHeader,
+    decode_request_header,
+    decode_response_header,
+    encode_request_header,
+    encode_response_header,
+)
 from sofakafka.protocol.messages import REQUEST_TYPES, RESPONSE_TYPES
 from sofakafka.protocol.schema import ArrayType, Message, Struct, in_range
 from tests.unit.protocol.strategies import message_strategy
@@ -376,3 +384,49 @@ def test_crosscheck_covers_most_of_what_kafka_2_6_accepts() -> None:
         for cls in table.values()
     )
     assert len(covered) >= total * 3 // 4, (len(covered), total)
+
+
+# --- headers ------------------------------------------------------------------------------------------
+
+HEADER_CASES = [
+    pytest.param(kp_cls, version, id=f"{kp_cls.__name__}-v{version}")
+    for (api_key, kind), kp_cls in sorted(JSON.items(), key=lambda item: item[0])
+    if api_key in KINDS[kind]
+    for version in range(
+        KINDS[kind][api_key].valid_versions()[0],
+        min(KINDS[kind][api_key].valid_versions()[1], kp_cls.max_version) + 1,
+    )
+]
+
+
+@pytest.mark.parametrize(("kp_cls", "version"), HEADER_CASES)
+@settings(max_examples=5)
+@given(
+    correlation_id=st.integers(-(2**31), 2**31 - 1),
+    client_id=st.one_of(st.none(), st.text(st.characters(blacklist_categories=("Cs",)), max_size=8)),
+)
+def test_headers_agree_with_kafka_python(
+    kp_cls: Any, version: int, correlation_id: int, client_id: str | None
+) -> None:
+    # Header versions follow each API's flexible versions with quirks (ApiVersions responses always use
+    # header v0; the request header's client id never goes compact): kafka-python implements the same rules
+    # independently.
+    instance = kp_cls(version=version)
+    instance.with_header(correlation_id=correlation_id, client_id=client_id)
+    theirs = instance.encode_header(flexible=kp_cls.flexible_version_q(version))
+    if kp_cls.is_request():
+        ours = encode_request_header(
+            RequestHeader(
+                request_api_key=kp_cls.API_KEY,
+                request_api_version=version,
+                correlation_id=correlation_id,
+                client_id=client_id,
+            )
+        )
+        header, end = decode_request_header(theirs)
+        assert (header.correlation_id, header.client_id, end) == (correlation_id, client_id, len(theirs))
+    else:
+        ours = encode_response_header(ResponseHeader(correlation_id=correlation_id), kp_cls.API_KEY, version)
+        header, end = decode_response_header(theirs, kp_cls.API_KEY, version)
+        assert (header.correlation_id, end) == (correlation_id, len(theirs))
+    assert bytes(ours) == theirs
