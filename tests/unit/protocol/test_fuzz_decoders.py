@@ -38,8 +38,10 @@ from sofakafka.protocol.records import (
     Record,
     build_batch,
     build_message_set,
+    compress,
     compute_crc,
     decode_records,
+    decompress,
     iter_batches,
     peek_batch_header,
     read_batch_header,
@@ -346,3 +348,20 @@ def test_every_forged_length_and_truncation_raises_only_protocol_error(
         decoded = _decode_or_protocol_error(lambda b: cls.decode(b, version), garbage)
         if decoded is not None:
             _assert_rewritable(cls, decoded, version)
+
+
+@st.composite
+def compressed_payloads(draw: st.DrawFn) -> tuple[int, int, bytes]:
+    magic = draw(st.sampled_from((0, 1, 2)))
+    codec = draw(st.integers(1, 4 if magic == 2 else 3))
+    return codec, magic, compress(codec, draw(st.binary(max_size=200)), magic=magic)
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.data())
+def test_decompressing_corrupted_payloads_raises_only_protocol_error(data: st.DataObject) -> None:
+    # Each codec library reports bad input its own way (zlib.error, RuntimeError, ZstdError, ...); all of
+    # them must reach the caller as the one exception the log and the produce path handle.
+    codec, magic, payload = data.draw(compressed_payloads())
+    garbage = data.draw(st.one_of(corrupted(st.just(payload)), st.binary(max_size=64)))
+    _decode_or_protocol_error(lambda b: decompress(codec, b, magic=magic), garbage)
