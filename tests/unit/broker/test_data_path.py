@@ -225,3 +225,19 @@ def test_log_append_time_topics_stamp_the_broker_time(tmp_path: Path) -> None:
         assert p.error_code == 0 and p.log_append_time_ms >= before
         got = records_of(bytes(fetch(c, name).records))
         assert [r.timestamp for r in got] == [p.log_append_time_ms] * 2
+
+
+def test_read_committed_stops_at_the_first_open_transaction(client: Client, topic: str) -> None:
+    produce(client, topic, batch(3))
+    txn = RecordBatchBuilder(producer_id=4242, producer_epoch=0, base_sequence=0, is_transactional=True)
+    for i in range(2):
+        txn.append_record(i, 1_600_000_000_000, b"t", b"open")
+    assert produce(client, topic, txn.build()).error_code == ErrorCode.NONE
+    produce(client, topic, batch(1))
+    committed = fetch(client, topic, isolation_level=1)
+    assert (committed.high_watermark, committed.last_stable_offset) == (6, 3)
+    assert committed.aborted == []
+    assert [h.base_offset for h in iter_batches(bytes(committed.records))] == [0]
+    uncommitted = fetch(client, topic, isolation_level=0)
+    assert uncommitted.aborted is None
+    assert [h.base_offset for h in iter_batches(bytes(uncommitted.records))] == [0, 3, 5]
