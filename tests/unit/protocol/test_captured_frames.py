@@ -30,6 +30,7 @@ from sofakafka.protocol.api import (
     valid_versions,
 )
 from sofakafka.protocol.errors import DecodeError, UnsupportedVersionError
+from sofakafka.protocol.messages.api_versions import ApiVersionsResponse
 from sofakafka.protocol.messages.create_topics import CreateTopicsResponse
 from sofakafka.protocol.messages.fetch import FetchResponse
 from sofakafka.protocol.messages.metadata import MetadataRequest
@@ -172,9 +173,22 @@ def test_every_captured_frame_is_within_kafka_2_6_versions_or_an_api_versions_pr
     assert all(f.direction == "request" for f in PROBES)
 
 
+def test_clients_were_offered_no_more_than_kafka_2_6_accepts() -> None:
+    """The fixtures stand for clients talking to a 2.6 broker only if the capture proxy's rewritten
+    ApiVersions answers offered nothing beyond 2.6's ranges."""
+    answers = [f for f in RESPONSES if f.api_key == ApiKey.API_VERSIONS]
+    assert answers
+    for captured in answers:
+        _, body = decode_response(captured.frame, captured.api_key, captured.api_version)
+        assert isinstance(body, ApiVersionsResponse)
+        for offered in body.api_keys:
+            lo, hi = valid_versions(offered.api_key)
+            assert lo <= offered.min_version <= offered.max_version <= hi, (captured.test_id, offered)
+
+
 @pytest.mark.parametrize("captured", REQUESTS, ids=_ids(REQUESTS))
 def test_captured_request_decodes_and_reencodes_to_identical_bytes(captured: CapturedFrame) -> None:
-    header, body = decode_request(captured.frame)
+    header, body = decode_request(captured.frame, strict=True)
     assert (header.request_api_key, header.request_api_version, header.correlation_id) == (
         captured.api_key,
         captured.api_version,
@@ -185,7 +199,7 @@ def test_captured_request_decodes_and_reencodes_to_identical_bytes(captured: Cap
 
 @pytest.mark.parametrize("captured", RESPONSES, ids=_ids(RESPONSES))
 def test_captured_response_decodes_and_reencodes_to_identical_bytes(captured: CapturedFrame) -> None:
-    header, body = decode_response(captured.frame, captured.api_key, captured.api_version)
+    header, body = decode_response(captured.frame, captured.api_key, captured.api_version, strict=True)
     assert header.correlation_id == captured.correlation_id
     assert encode_response(header, body, captured.api_version) == captured.frame
 
@@ -205,6 +219,8 @@ def test_api_versions_probe_newer_than_2_6_has_a_readable_header_and_an_unsuppor
 def test_malformed_broker_response_is_refused_not_guessed(captured: CapturedFrame) -> None:
     with pytest.raises(DecodeError):
         decode_response(captured.frame, captured.api_key, captured.api_version)
+    with pytest.raises(DecodeError):
+        decode_response(captured.frame, captured.api_key, captured.api_version, strict=True)
 
 
 @pytest.mark.parametrize("captured", NON_CANONICAL, ids=_ids(NON_CANONICAL))
@@ -220,14 +236,14 @@ def test_tagged_field_sent_at_its_default_decodes_and_reencodes_canonically(capt
 
 @pytest.mark.parametrize("captured", LIBRDKAFKA_METADATA, ids=_ids(LIBRDKAFKA_METADATA))
 def test_librdkafka_all_topics_metadata_reads_as_kafka_reads_it(captured: CapturedFrame) -> None:
-    """Kafka 2.6 serves this request as "all topics"; everything up to the stray last byte must
-    decode and re-encode exactly, including the empty tagged field the stray bytes spell."""
-    header, offset = decode_request_header(captured.frame)
-    body, end = MetadataRequest.decode_from(captured.frame, captured.api_version, offset)
+    """Kafka 2.6 serves this request as "all topics" and ignores the byte left over; everything before
+    it must re-encode exactly, including the empty tagged field the stray bytes spell."""
+    header, body = decode_request(captured.frame)
     assert isinstance(body, MetadataRequest)
     assert body.topics is None
-    assert end == len(captured.frame) - 1
-    assert encode_request(header, body) == captured.frame[:end]
+    assert encode_request(header, body) == captured.frame[:-1]
+    with pytest.raises(DecodeError):
+        decode_request(captured.frame, strict=True)
 
 
 def _record_sets(captured: CapturedFrame) -> Iterator[bytes]:
