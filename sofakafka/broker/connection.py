@@ -146,7 +146,7 @@ class KafkaConnection(asyncio.Protocol):
                 return
             if end - pos - 4 < size:
                 break
-            frame = bytes(buf[pos + 4 : pos + 4 + size])
+            frame = buf[pos + 4 : pos + 4 + size]  # one copy; the codec reads a bytearray as it reads bytes
             pos += 4 + size
             self._dispatch(frame)
             if self._closing or self._close_when_drained:
@@ -155,7 +155,7 @@ class KafkaConnection(asyncio.Protocol):
             del buf[:pos]
 
     # -- requests --------------------------------------------------------------------------------------------
-    def _dispatch(self, frame: bytes) -> None:
+    def _dispatch(self, frame: bytearray) -> None:
         try:
             header, body_offset = decode_request_header(frame)
         except UnsupportedVersionError as exc:
