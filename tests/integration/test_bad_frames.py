@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import socket
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -231,3 +231,16 @@ def test_stock_client_round_trip_after_bad_clients(broker: BrokerProcess, topic_
         assert wait_for("the record", poll) == [b"still here"]
     finally:
         consumer.close()
+
+
+def test_idle_connection_is_closed_after_connections_max_idle_ms(
+    broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    """A client that connects and goes quiet is dropped, as by Kafka's idle sweep."""
+    b = broker_factory({"connections.max.idle.ms": "1000"})
+    with socket.create_connection((b.host, b.port), timeout=REPLY_TIMEOUT_S) as idle:
+        idle.sendall(frame(header(API_VERSIONS, 0, 1)))
+        assert read_frame(idle) is not None
+        # Nothing more is sent: within the socket timeout (20 s, far above the 1 s limit) it must close.
+        assert_closed_without_reply(idle)
+    assert api_versions_ok(b.host, b.port)

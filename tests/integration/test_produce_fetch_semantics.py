@@ -16,6 +16,7 @@ import kafka.errors
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
+from sofakafka.protocol.api import ApiKey, decode_response
 from sofakafka.protocol.messages.api_versions import ApiVersionsRequest
 from sofakafka.protocol.messages.fetch import FetchRequest
 from sofakafka.protocol.messages.produce import ProduceRequest
@@ -390,3 +391,35 @@ def test_idempotent_producer_by_default(broker: BrokerProcess, topic_name: str) 
     data = bytes(response.topics[0].partitions[0].records or b"")
     header = read_batch_header(data, 0)
     assert header is not None and header.producer_id >= 0 and header.base_sequence == 0
+
+
+def test_sigterm_answers_a_waiting_fetch_and_exits_cleanly(
+    broker_factory: Callable[..., BrokerProcess], topic_name: str
+) -> None:
+    """Shutdown finishes the requests it took: a fetch parked for 120 s is answered (empty) rather than
+    dropped, and the broker exits 0 without waiting those 120 s (the stop helper allows 30)."""
+    b = broker_factory()
+    new_topic(b, topic_name)
+    fetch = FetchRequest(
+        replica_id=-1,
+        max_wait=120_000,
+        min_bytes=1,
+        topics=[
+            FetchRequest.FetchableTopic(
+                name=topic_name,
+                fetch_partitions=[
+                    FetchRequest.FetchableTopic.FetchPartition(
+                        partition_index=0, fetch_offset=0, max_bytes=1 << 20
+                    )
+                ],
+            )
+        ],
+    )
+    with socket.create_connection((b.host, b.port), timeout=60) as s:
+        wire.send(s, fetch, 11, correlation_id=1)
+        time.sleep(0.5)  # let the broker park it (if not, it is answered at once and the test proves less)
+        assert b.stop() == 0, b.log_tail()
+        header, response = decode_response(wire.recv_frame(s), ApiKey.FETCH, 11)
+    assert header.correlation_id == 1
+    (partition,) = response.topics[0].partitions
+    assert partition.error_code == 0 and not partition.records
