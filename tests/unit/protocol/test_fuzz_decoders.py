@@ -129,7 +129,14 @@ def _assert_rewritable(cls: Any, decoded: Any, version: int) -> None:
     assert cls.decode(again, version).encode(version) == again
 
 
-FUZZ = settings(max_examples=12, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+def scaled(factor: float) -> int:
+    """Examples per test relative to the active profile (conftest: dev 50, ci 150), so CI digs deeper."""
+    return max(2, int(settings.default.max_examples * factor))
+
+
+FUZZ = settings(
+    max_examples=scaled(0.25), suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 
 
 @pytest.mark.parametrize(("kind", "api_key", "version"), CASES)
@@ -204,7 +211,7 @@ def response_frames(draw: st.DrawFn) -> tuple[ApiKey, int, bytes]:
     )
 
 
-@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=scaled(4), suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(frame=corrupted(request_frames()))
 def test_corrupted_request_frames_raise_only_protocol_error(frame: bytes) -> None:
     # The broker's first contact with a client's bytes: header first (to learn the API), then the body.
@@ -214,7 +221,7 @@ def test_corrupted_request_frames_raise_only_protocol_error(frame: bytes) -> Non
         assert encode_request(*decode_request(again)) == again
 
 
-@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=scaled(4), suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.data())
 def test_corrupted_response_frames_raise_only_protocol_error(data: st.DataObject) -> None:
     # What a broker reads from another broker (the controller, a leader it follows).
@@ -299,14 +306,14 @@ def _validate_produce(buf: bytes, produce_version: int) -> None:
         pass
 
 
-@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=scaled(2), suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.binary(max_size=300))
 def test_record_readers_on_random_bytes_raise_only_protocol_error(data: bytes) -> None:
     _read_everything(data)
     _read_everything(_reseal(data))
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=scaled(6), suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(buf=corrupted(RECORD_SETS), reseal=st.booleans(), produce_version=st.integers(0, 8))
 def test_record_readers_on_corrupted_record_sets_raise_only_protocol_error(
     buf: bytes, reseal: bool, produce_version: int
@@ -357,7 +364,7 @@ def compressed_payloads(draw: st.DrawFn) -> tuple[int, int, bytes]:
     return codec, magic, compress(codec, draw(st.binary(max_size=200)), magic=magic)
 
 
-@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=scaled(4), suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.data())
 def test_decompressing_corrupted_payloads_raises_only_protocol_error(data: st.DataObject) -> None:
     # Each codec library reports bad input its own way (zlib.error, RuntimeError, ZstdError, ...); all of

@@ -344,7 +344,10 @@ def check_against_json(message: Message, version: int) -> None:
     assert ours.decode(rewritten, version) == message
 
 
-CROSSCHECK = settings(max_examples=12, suppress_health_check=[HealthCheck.too_slow])
+# A quarter of the active profile's examples per case (conftest: dev 50, ci 150): hundreds of cases.
+CROSSCHECK = settings(
+    max_examples=max(2, settings.default.max_examples // 4), suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 @pytest.mark.parametrize(("ours", "version"), OLD_CASES)
