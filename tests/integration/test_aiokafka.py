@@ -65,7 +65,13 @@ async def scenario(broker: BrokerProcess, topic: str) -> None:
             ]
         )
         assert [t[1] for t in created.topic_errors] == [0], created
-        assert topic in await admin.list_topics()
+
+        # Metadata reaches brokers after CreateTopics answers, in Kafka too: wait for it, don't race it.
+        async def listed() -> None:
+            while topic not in await admin.list_topics():
+                await asyncio.sleep(0.1)
+
+        await asyncio.wait_for(listed(), 30)
 
         resource = ConfigResource(ConfigResourceType.TOPIC, topic)
         before = config_values(await admin.describe_configs([resource]))
@@ -82,9 +88,16 @@ async def scenario(broker: BrokerProcess, topic: str) -> None:
         assert after["retention.ms"] == "172800000"
 
         await admin.create_partitions({topic: NewPartitions(total_count=3)})
-        (described,) = await admin.describe_topics([topic])
-        assert described["error_code"] == 0
-        assert sorted(p["partition"] for p in described["partitions"]) == [0, 1, 2]
+
+        async def grown() -> None:
+            while True:
+                (described,) = await admin.describe_topics([topic])
+                assert described["error_code"] == 0
+                if sorted(p["partition"] for p in described["partitions"]) == [0, 1, 2]:
+                    return
+                await asyncio.sleep(0.1)
+
+        await asyncio.wait_for(grown(), 30)
 
         # One codec per partition-and-batch mix: every partition gets every codec, in order.
         ts0 = base_timestamp_ms()

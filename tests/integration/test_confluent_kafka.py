@@ -38,6 +38,11 @@ def resolve(futures: dict[Any, Any]) -> dict[Any, Any]:
     return {k: f.result(timeout=TIMEOUT_S) for k, f in futures.items()}
 
 
+def partitions_of(admin: AdminClient, topic: str) -> list[int]:
+    metadata = admin.list_topics(topic, timeout=TIMEOUT_S).topics.get(topic)
+    return [] if metadata is None or metadata.error is not None else sorted(metadata.partitions)
+
+
 def produce(
     broker: BrokerProcess, topic: str, partition: int, codec: str, recs: list[Rec], **config: Any
 ) -> list[Any]:
@@ -102,8 +107,9 @@ def test_confluent_kafka_admin_and_round_trip(broker: BrokerProcess, topic_name:
     topic = topic_name
 
     resolve(admin.create_topics([NewTopic(topic, 1, 1, config={"retention.ms": "86400000"})]))
-    metadata = admin.list_topics(timeout=TIMEOUT_S)
-    assert topic in metadata.topics and metadata.topics[topic].error is None
+    # Metadata reaches brokers after CreateTopics answers, in Kafka too: wait for it, don't race it.
+    wait_for("the new topic in metadata", lambda: partitions_of(admin, topic) or None)
+    assert partitions_of(admin, topic) == [0]
 
     resource = ConfigResource("topic", topic)
     (configs,) = resolve(admin.describe_configs([resource])).values()
@@ -122,7 +128,7 @@ def test_confluent_kafka_admin_and_round_trip(broker: BrokerProcess, topic_name:
     assert configs["retention.ms"].value == "172800000"
 
     resolve(admin.create_partitions([NewPartitions(topic, 3)]))
-    assert sorted(admin.list_topics(topic, timeout=TIMEOUT_S).topics[topic].partitions) == [0, 1, 2]
+    wait_for("3 partitions in metadata", lambda: True if partitions_of(admin, topic) == [0, 1, 2] else None)
 
     ts0 = base_timestamp_ms()
     sent: list[Rec] = []

@@ -45,8 +45,16 @@ def test_kafka_python_admin_calls(broker: BrokerProcess, topic_name: str) -> Non
         assert modified["retention.ms"]["value"] == "172800000"
 
         admin.create_partitions({topic: 2})
-        (described,) = admin.describe_topics([topic])
-        assert sorted(p["partition_index"] for p in described["partitions"]) == [0, 1]
+        # Metadata reaches brokers after CreatePartitions answers, in Kafka too: wait for it.
+        wait_for(
+            "2 partitions in metadata",
+            lambda: (
+                True
+                if sorted(p["partition_index"] for p in admin.describe_topics([topic])[0]["partitions"])
+                == [0, 1]
+                else None
+            ),
+        )
 
         ts0 = base_timestamp_ms()
         p = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=5)

@@ -94,8 +94,13 @@ async function main () {
     result.configsAfter = await describe()
 
     await admin.createPartitions({ topicPartitions: [{ topic, count: 2 }] })
-    const meta = await admin.fetchTopicMetadata({ topics: [topic] })
-    result.partitions = meta.topics[0].partitions.map((p) => p.partitionId).sort()
+    // Metadata reaches brokers after CreatePartitions answers, in Kafka too: wait (bounded) for it.
+    for (let i = 0; i < 100; i++) {
+      const meta = await admin.fetchTopicMetadata({ topics: [topic] })
+      result.partitions = meta.topics[0].partitions.map((p) => p.partitionId).sort()
+      if (result.partitions.length === 2) break
+      await new Promise((resolve) => setTimeout(resolve, 200))
+    }
 
     const producer = kafka.producer({ allowAutoTopicCreation: false, idempotent: false })
     await producer.connect()
