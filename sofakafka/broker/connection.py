@@ -97,7 +97,10 @@ class KafkaConnection(asyncio.Protocol):
         tr.set_write_buffer_limits(high=self.server.write_buffer_high)
         loop = asyncio.get_running_loop()
         self._last_activity = loop.time()
-        self.server.connection_opened(self)
+        if not self.server.connection_opened(self):
+            self._closing = True
+            tr.close()
+            return
         if self.server.idle_seconds > 0:
             self._idle_timer = loop.call_later(self.server.idle_seconds, self._check_idle)
 

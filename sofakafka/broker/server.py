@@ -59,6 +59,9 @@ class SocketServer:
         # Responses may be large (a Fetch of 50 MB): pausing reads above a few MB of unsent data keeps a
         # client that does not read from growing our memory without bound.
         self.write_buffer_high = 4 * 1024 * 1024
+        self.max_connections = config.get_int("max.connections")
+        self.max_connections_per_ip = config.get_int("max.connections.per.ip")
+        self._per_ip: dict[str, int] = {}
         self.shutting_down = False
         self.listeners: list[BoundListener] = []
         self._servers: list[asyncio.AbstractServer] = []
@@ -103,11 +106,30 @@ class SocketServer:
             adv_host = socket.getfqdn()
         return BoundListener(e.listener_name, e.security_protocol, e.host, port, adv_host, adv_port)
 
-    def connection_opened(self, conn: KafkaConnection) -> None:
+    def connection_opened(self, conn: KafkaConnection) -> bool:
+        """Admit the connection, or refuse it (False) over ``max.connections`` / ``max.connections.per.ip``."""
+        host = conn.peer[0]
+        if len(self.connections) >= self.max_connections:
+            log.warning("refusing connection from %s: max.connections (%d) reached", host, self.max_connections)
+            return False
+        if self._per_ip.get(host, 0) >= self.max_connections_per_ip:
+            log.warning("refusing connection from %s: max.connections.per.ip (%d) reached", host,
+                        self.max_connections_per_ip)
+            return False
         self.connections.add(conn)
+        self._per_ip[host] = self._per_ip.get(host, 0) + 1
+        return True
 
     def connection_closed(self, conn: KafkaConnection) -> None:
+        if conn not in self.connections:
+            return
         self.connections.discard(conn)
+        host = conn.peer[0]
+        left = self._per_ip.get(host, 0) - 1
+        if left > 0:
+            self._per_ip[host] = left
+        else:
+            self._per_ip.pop(host, None)
 
     async def stop_accepting(self) -> None:
         self.shutting_down = True

@@ -221,3 +221,22 @@ def test_shutdown_is_clean_and_a_restart_keeps_acknowledged_records(tmp_path: Pa
         resp = c.call(_fetch("durable", 0, max_wait=0, min_bytes=0), 11)
         p = resp.topics[0].partitions[0]
         assert p.high_watermark == 12
+
+
+def test_connections_over_max_connections_per_ip_are_refused(tmp_path: Path) -> None:
+    with running_broker(tmp_path, {"max.connections.per.ip": "2"}) as b, Client(b.port) as first, \
+            Client(b.port) as second:
+        assert first.call(ApiVersionsRequest(), 0).error_code == ErrorCode.NONE
+        assert second.call(ApiVersionsRequest(), 0).error_code == ErrorCode.NONE
+        with Client(b.port) as third:
+            assert third.closed_by_peer()
+        second.close()
+        for _ in range(100):  # the broker notices the close asynchronously
+            with Client(b.port) as again:
+                again.send(ApiVersionsRequest(), 0)
+                frame = again.read_frame()
+                if frame is not None:
+                    break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("a freed slot was never reused")
