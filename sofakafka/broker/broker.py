@@ -32,7 +32,9 @@ from typing import TypeVar
 
 from sofakafka.broker.config import LONG_MAX, ConfigError, KafkaConfig
 from sofakafka.broker.fetch_session import FetchSessionCache
+from sofakafka.broker.group import GroupCoordinator
 from sofakafka.broker.handlers import load_handlers
+from sofakafka.broker.offsets_topic import GroupCoordinatorRuntime
 from sofakafka.broker.producer_id_manager import ProducerIdManager
 from sofakafka.broker.replica_manager import ReplicaManager
 from sofakafka.broker.server import BoundListener, SocketServer
@@ -76,6 +78,7 @@ class Broker:
         self._replica_manager: ReplicaManager | None = None
         self._cleaner: LogCleaner | None = None
         self._producer_ids: ProducerIdManager | None = None
+        self._groups: GroupCoordinatorRuntime | None = None
         self._periodic: list[asyncio.Task[None]] = []
         self._metadata_dirty = False
         self._metadata_task: asyncio.Task[None] | None = None
@@ -107,6 +110,17 @@ class Broker:
         """Hands out producer ids; ``generate_producer_id`` may block on the store."""
         assert self._producer_ids is not None, "broker not started"
         return self._producer_ids
+
+    @property
+    def group_coordinator(self) -> GroupCoordinator:
+        """Consumer groups and committed offsets (sofakafka.broker.group's API); loop thread only."""
+        return self.group_runtime.coordinator
+
+    @property
+    def group_runtime(self) -> GroupCoordinatorRuntime:
+        """The coordinator's link to ``__consumer_offsets`` (creation on first use, loading)."""
+        assert self._groups is not None, "broker not started"
+        return self._groups
 
     @property
     def metadata_cache(self) -> MetadataCache:
@@ -200,6 +214,7 @@ class Broker:
         )
         await self.run_blocking(self._log_manager.startup)
         self._replica_manager = ReplicaManager(self.broker_id, self._log_manager)
+        self._groups = GroupCoordinatorRuntime.start(self)
         self._node.cache.add_listener(self._on_metadata_changed)
         await self._apply_metadata()
         self._start_periodic_tasks()
@@ -247,6 +262,9 @@ class Broker:
             cfg = self.topic_log_config(part.topic, snap)
             if cfg != part.log.config:
                 part.log.update_config(cfg)
+        if self._groups is not None:
+            # After leadership settled: the coordinator loads the offsets partitions we now lead.
+            self._groups.on_metadata_applied(snap)
 
     # StopReplicaSender: the controller asks us to delete the replicas of a topic being deleted.
     def stop_replicas(self, broker_id: int, partitions: Sequence[TopicPartition]) -> None:
@@ -326,6 +344,8 @@ class Broker:
         await self.server.stop_accepting()
         if self._replica_manager is not None:
             self._replica_manager.begin_shutdown()
+        if self._groups is not None:
+            await self._groups.shutdown()
         if not await self.server.drain(SHUTDOWN_DRAIN_SECONDS):
             log.warning("closing connections with requests still in flight after %.0f s", SHUTDOWN_DRAIN_SECONDS)
         await self.server.close_connections()

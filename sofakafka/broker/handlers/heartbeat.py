@@ -1,0 +1,23 @@
+"""Heartbeat (API key 12), versions 0-4.
+
+A member's liveness: each heartbeat restarts its session timer (DelayedHeartbeat, a timer on the loop,
+never polled). During a rebalance it is answered REBALANCE_IN_PROGRESS, which tells the member to rejoin.
+
+The handler only hands the request to the group coordinator (sofakafka.broker.group) and waits for its
+completion; every error travels in the response's error codes.
+
+Version notes: v1 adds the throttle time; v2 changes only throttling semantics; v3 adds
+``group_instance_id``; v4 is flexible.
+"""
+
+from __future__ import annotations
+
+from sofakafka.broker.group.asyncio_bridge import wait_for
+from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.protocol.api import ApiKey
+from sofakafka.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
+
+
+@handles(ApiKey.HEARTBEAT, 0, 4)
+async def handle_heartbeat(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
+    return await wait_for(ctx.broker.group_coordinator.heartbeat(request, ctx.api_version))

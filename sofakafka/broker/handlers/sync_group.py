@@ -1,0 +1,26 @@
+"""SyncGroup (API key 14), versions 0-5.
+
+After JoinGroup the leader sends the assignment of every member and each follower asks for its own; all
+wait until the leader's assignment is written to ``__consumer_offsets`` (acks=all), then get their share.
+Stale generations are ILLEGAL_GENERATION, unknown members UNKNOWN_MEMBER_ID, a sync while the group
+rebalances again REBALANCE_IN_PROGRESS.
+
+The handler only hands the request to the group coordinator (sofakafka.broker.group) and waits for its
+completion; every error travels in the response's error codes.
+
+Version notes: v1 adds the throttle time; v2 changes only throttling semantics; v3 adds
+``group_instance_id``; v4 is flexible; v5 adds the protocol type and name (checked against the group's, as
+INCONSISTENT_GROUP_PROTOCOL).
+"""
+
+from __future__ import annotations
+
+from sofakafka.broker.group.asyncio_bridge import wait_for
+from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.protocol.api import ApiKey
+from sofakafka.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
+
+
+@handles(ApiKey.SYNC_GROUP, 0, 5)
+async def handle_sync_group(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
+    return await wait_for(ctx.broker.group_coordinator.sync_group(request, ctx.api_version))

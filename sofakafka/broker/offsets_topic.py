@@ -1,0 +1,293 @@
+"""``__consumer_offsets`` on this broker: the group coordinator's log, created on first use, loaded on leadership.
+
+The coordinator (:mod:`sofakafka.broker.group`) is pure logic; this module gives it a world:
+
+* its :class:`~sofakafka.broker.group.RecordWriter` appends one v2 batch per call through the replica manager,
+  as an internal client with acks=-1 and ``offsets.commit.timeout.ms``, so a commit is acknowledged only once
+  its records are as durable as any acks=all produce;
+* its timers run on the event loop (``LoopScheduler``);
+* it learns which offsets partitions it coordinates by following the replica manager after every metadata
+  change (:meth:`GroupCoordinatorRuntime.on_metadata_applied`): a partition this broker starts leading is
+  read from its log start to its high watermark on a read thread, and replayed; a partition that moved away
+  is unloaded. Groups of a partition still loading answer COORDINATOR_LOAD_IN_PROGRESS meanwhile.
+* topics that vanish from the metadata have their committed offsets tombstoned (Kafka's
+  ``handleDeletedPartitions``).
+
+Creation follows Kafka 2.6's ``createInternalTopic``: the first FindCoordinator for a group creates the topic
+with ``offsets.topic.num.partitions`` partitions, ``offsets.topic.replication.factor`` replicas,
+``cleanup.policy=compact``, ``compression.type=producer`` and ``segment.bytes=offsets.topic.segment.bytes``,
+and answers COORDINATOR_NOT_AVAILABLE so the client asks again once leaders exist. With fewer live brokers than
+the replication factor the topic is not created and the error is logged, exactly as Kafka refuses it: a single
+broker needs ``offsets.topic.replication.factor=1`` (Kafka's sample server.properties sets it so too).
+
+Threading: everything here runs on the event loop except the log reads, which run on the replica manager's
+read pool and hand plain tuples back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from sofakafka.broker.group import GroupConfig, GroupCoordinator, OffsetsRecord, SystemClock
+from sofakafka.broker.group.asyncio_bridge import LoopScheduler
+from sofakafka.broker.replica_manager import ReplicaManager
+from sofakafka.controller.metadata import ClusterMetadata
+from sofakafka.controller.topics import NewTopic
+from sofakafka.protocol.errors import ErrorCode, KafkaError
+from sofakafka.protocol.records import (
+    MAGIC_V2,
+    ControlRecordType,
+    RecordBatchBuilder,
+    decode_control_key,
+    decode_records,
+    iter_batches,
+)
+from sofakafka.storage.log import FetchIsolation, Log
+from sofakafka.storage.segment import wall_clock_ms
+
+if TYPE_CHECKING:
+    from sofakafka.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+GROUP_METADATA_TOPIC = "__consumer_offsets"
+# Produce v8 accepts every codec (zstd needs v7+) and is what a 2.6 broker's own appends correspond to.
+_INTERNAL_PRODUCE_VERSION = 8
+
+LoadedRecords = list[tuple[bytes | None, bytes | None]]
+
+
+def read_offsets_log(lg: Log, buffer_size: int) -> LoadedRecords:
+    """Key/value pairs of ``lg`` from its log start to its high watermark, in the order they take effect.
+
+    Transactional offset commits take effect at their COMMIT marker and vanish at an ABORT, as in Kafka's
+    GroupMetadataManager.doLoadGroupsAndOffsets; control records themselves carry no group state. Runs on a
+    read thread; Log.read works on a snapshot of the segment list, so concurrent appends are harmless.
+    """
+    out: LoadedRecords = []
+    pending: dict[int, LoadedRecords] = {}
+    offset = lg.log_start_offset
+    end = lg.high_watermark
+    while offset < end:
+        info = lg.read(offset, buffer_size, isolation=FetchIsolation.HIGH_WATERMARK, min_one_message=True)
+        data = info.records.read_bytes()
+        if not data:
+            break
+        progressed = False
+        for header in iter_batches(data):
+            if header.next_offset <= offset:
+                continue
+            progressed = True
+            offset = header.next_offset
+            records = decode_records(data, header)
+            if header.is_control:
+                if header.magic == MAGIC_V2 and records:
+                    committed = pending.pop(header.producer_id, [])
+                    if decode_control_key(records[0].key) == ControlRecordType.COMMIT:
+                        out.extend(committed)
+                continue
+            pairs = [(r.key, r.value) for r in records]
+            if header.is_transactional:
+                pending.setdefault(header.producer_id, []).extend(pairs)
+            else:
+                out.extend(pairs)
+        if not progressed:
+            break
+    return out
+
+
+class OffsetsTopicWriter:
+    """The coordinator's RecordWriter: one internal acks=-1 append per call, answered on the loop."""
+
+    def __init__(self, replica_manager: Callable[[], ReplicaManager], *, compression_codec: int,
+                 timeout_ms: int) -> None:
+        self._replica_manager = replica_manager
+        self._compression = compression_codec
+        self._timeout_ms = timeout_ms
+        # Tasks are kept referenced until they finish: the loop holds only weak references to them.
+        self._in_flight: set[asyncio.Task[None]] = set()
+        self.closed = False
+
+    def append(self, partition: int, records: Sequence[OffsetsRecord], done: Callable[[ErrorCode], None]) -> None:
+        if self.closed:
+            done(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return
+        if not records:
+            done(ErrorCode.NONE)
+            return
+        now = wall_clock_ms()
+        builder = RecordBatchBuilder(compression=self._compression)
+        for i, record in enumerate(records):
+            builder.append_record(i, now, record.key, record.value)
+        batch = builder.build()
+        # Tasks start in creation order and each submits its append to the single append thread on its first
+        # step, so the coordinator's appends reach the log in the order it issued them.
+        task = asyncio.get_running_loop().create_task(self._append(partition, batch, done))
+        self._in_flight.add(task)
+        task.add_done_callback(self._in_flight.discard)
+
+    async def _append(self, partition: int, batch: bytes, done: Callable[[ErrorCode], None]) -> None:
+        tp = (GROUP_METADATA_TOPIC, partition)
+        try:
+            results = await self._replica_manager().append_records(
+                acks=-1, timeout_ms=self._timeout_ms, entries=[(tp, batch)],
+                produce_version=_INTERNAL_PRODUCE_VERSION)
+            result = results[tp]
+            code = ErrorCode(result.error_code)
+            if code is not ErrorCode.NONE:
+                log.warning("appending to %s-%d failed: %s %s", tp[0], partition, code.name,
+                            result.error_message or "")
+        except asyncio.CancelledError:
+            done(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            raise
+        except Exception:
+            log.exception("appending to %s-%d failed", tp[0], partition)
+            code = ErrorCode.UNKNOWN_SERVER_ERROR
+        done(code)
+
+    async def close(self) -> None:
+        """Let appends already issued finish (their members are waiting for the answer), refuse new ones."""
+        self.closed = True
+        if self._in_flight:
+            await asyncio.gather(*self._in_flight, return_exceptions=True)
+
+
+class GroupCoordinatorRuntime:
+    """The coordinator, its writer, and the bookkeeping of which offsets partitions are loaded."""
+
+    def __init__(self, broker: Broker, coordinator: GroupCoordinator, writer: OffsetsTopicWriter) -> None:
+        self._broker = broker
+        self.coordinator = coordinator
+        self._writer = writer
+        self._loads: dict[int, asyncio.Task[None]] = {}
+        self._known_topics: set[str] | None = None
+        self._stopped = False
+
+    @classmethod
+    def start(cls, broker: Broker) -> GroupCoordinatorRuntime:
+        """Build and start the coordinator on the running loop (before the first metadata is applied)."""
+        config = broker.config
+        loop = asyncio.get_running_loop()
+        writer = OffsetsTopicWriter(
+            lambda: broker.replica_manager,
+            compression_codec=config.get_int("offsets.topic.compression.codec"),
+            timeout_ms=config.get_int("offsets.commit.timeout.ms"),
+        )
+        existing = broker.metadata().topics.get(GROUP_METADATA_TOPIC)
+        # The topic's real partition count decides where groups live; the config only matters at creation.
+        partition_count = len(existing.partitions) if existing is not None and existing.partitions else None
+
+        def partition_exists(topic: str, partition: int) -> bool:
+            return broker.metadata().partition(topic, partition) is not None
+
+        coordinator = GroupCoordinator(
+            config=GroupConfig.from_config(config),
+            clock=SystemClock(),
+            scheduler=LoopScheduler(loop),
+            writer=writer,
+            partition_count=partition_count,
+            partition_exists=partition_exists,
+        )
+        coordinator.start()
+        return cls(broker, coordinator, writer)
+
+    # -- leadership of offsets partitions -------------------------------------------------------------------------
+    def on_metadata_applied(self, snapshot: ClusterMetadata) -> None:
+        """Load what we now lead, unload what we no longer lead, forget the offsets of deleted topics."""
+        if self._stopped:
+            return
+        rm = self._broker.replica_manager
+        led = {p.partition for p in rm.partitions if p.topic == GROUP_METADATA_TOPIC}
+        coordinator = self.coordinator
+        for partition in sorted(led):
+            if partition >= coordinator.partition_count:
+                continue  # a partition added to the topic later: Kafka never maps a group there either
+            if partition not in self._loads and not coordinator.owns(partition):
+                coordinator.begin_loading(partition)
+                task = asyncio.get_running_loop().create_task(self._load(partition),
+                                                              name=f"load {GROUP_METADATA_TOPIC}-{partition}")
+                self._loads[partition] = task
+        for partition in range(coordinator.partition_count):
+            if partition in led:
+                continue
+            loading = self._loads.pop(partition, None)
+            if loading is not None:
+                loading.cancel()
+            if loading is not None or coordinator.owns(partition):
+                log.info("no longer the coordinator of %s-%d: unloading its groups", GROUP_METADATA_TOPIC, partition)
+                coordinator.unload_partition(partition)
+        topics = set(snapshot.topics)
+        if self._known_topics is not None:
+            deleted = sorted(t for t in self._known_topics - topics if t != GROUP_METADATA_TOPIC)
+            if deleted:
+                coordinator.on_topics_deleted(deleted)
+        self._known_topics = topics
+
+    async def _load(self, partition: int) -> None:
+        rm = self._broker.replica_manager
+        try:
+            part = rm.get_partition((GROUP_METADATA_TOPIC, partition))
+            if part is None:
+                return
+            buffer_size = self._broker.config.get_int("offsets.load.buffer.size")
+            records = await rm.run_read(lambda: read_offsets_log(part.log, buffer_size))
+            if self._loads.get(partition) is not asyncio.current_task() or self._stopped:
+                return  # unloaded while reading
+            self.coordinator.load_partition(partition, records)
+            if records:
+                log.info("loaded %d records of %s-%d", len(records), GROUP_METADATA_TOPIC, partition)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # The partition stays in loading (its groups answer COORDINATOR_LOAD_IN_PROGRESS) rather than
+            # serving a state that misses what the log holds.
+            log.exception("loading %s-%d failed", GROUP_METADATA_TOPIC, partition)
+        finally:
+            if self._loads.get(partition) is asyncio.current_task():
+                del self._loads[partition]
+
+    # -- creation on first use -----------------------------------------------------------------------------------------
+    async def create_topic(self, requested_by: str | None) -> ErrorCode:
+        """Create ``__consumer_offsets`` as Kafka's createInternalTopic does; the answer for the asking client."""
+        broker = self._broker
+        config = broker.config
+        replication_factor = config.get_int("offsets.topic.replication.factor")
+        alive = len(broker.metadata().alive_broker_ids())
+        if alive < replication_factor:
+            log.error("Number of alive brokers '%d' does not meet the required replication factor '%d' for the "
+                      "offsets topic (configured via 'offsets.topic.replication.factor'). This error can be "
+                      "ignored if the cluster is starting up and not all brokers are up yet.",
+                      alive, replication_factor)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        new = NewTopic(
+            GROUP_METADATA_TOPIC,
+            num_partitions=config.get_int("offsets.topic.num.partitions"),
+            replication_factor=replication_factor,
+            configs={
+                "cleanup.policy": "compact",
+                "compression.type": "producer",
+                "segment.bytes": str(config.get_int("offsets.topic.segment.bytes")),
+            },
+        )
+        admin = broker.topic_admin
+        try:
+            created = await broker.run_blocking(lambda: admin.create_topic(new))
+            log.info("created %s with %d partitions, replication factor %d (first requested by %s)",
+                     GROUP_METADATA_TOPIC, created.num_partitions, created.replication_factor, requested_by)
+        except KafkaError as exc:
+            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                log.warning("creating %s failed: %s", GROUP_METADATA_TOPIC, exc)
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+    # -- shutdown -------------------------------------------------------------------------------------------------------
+    async def shutdown(self) -> None:
+        """Answer every waiting member NOT_COORDINATOR, stop the timers, let issued appends finish."""
+        self._stopped = True
+        for task in self._loads.values():
+            task.cancel()
+        self._loads.clear()
+        self.coordinator.shutdown()
+        await self._writer.close()
