@@ -178,6 +178,9 @@ class DelayedProduce(DelayedOperation):
                 del self.required[tp]
             elif part.log.high_watermark >= required_offset:
                 del self.required[tp]
+                if len(part.isr) < part.log.config.min_insync_replicas:
+                    # Replicated to every in-sync replica, but the ISR shrank below the minimum meanwhile.
+                    self.results[tp] = ProducePartitionResult(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
         if not self.required:
             return self.force_complete()
         return False
@@ -315,7 +318,7 @@ class ReplicaManager:
             return {tp: ProducePartitionResult(ErrorCode.INVALID_REQUIRED_ACKS,
                                                error_message=f"acks must be -1, 0 or 1, not {acks}")
                     for tp, _ in entries}
-        results = await self.run_append(lambda: self._append_all(entries, produce_version))
+        results = await self.run_append(lambda: self._append_all(entries, produce_version, acks))
         appended = [tp for tp, r in results.items() if r.error_code == ErrorCode.NONE]
         self.partitions_changed(appended)
         if acks == -1 and appended and not self._shutting_down:
@@ -325,13 +328,13 @@ class ReplicaManager:
                 await op.completion
         return results
 
-    def _append_all(self, entries: Sequence[tuple[TopicPartition, Buffer | None]], produce_version: int
-                    ) -> dict[TopicPartition, ProducePartitionResult]:
+    def _append_all(self, entries: Sequence[tuple[TopicPartition, Buffer | None]], produce_version: int,
+                    acks: int) -> dict[TopicPartition, ProducePartitionResult]:
         now = wall_clock_ms()
         out: dict[TopicPartition, ProducePartitionResult] = {}
         for tp, records in entries:
             try:
-                out[tp] = self._append_partition(tp, records, produce_version, now)
+                out[tp] = self._append_partition(tp, records, produce_version, now, acks)
             except InvalidProduceError as exc:
                 out[tp] = ProducePartitionResult(exc.code, record_errors=exc.record_errors, error_message=exc.reason)
             except KafkaError as exc:
@@ -341,13 +344,17 @@ class ReplicaManager:
                 out[tp] = ProducePartitionResult(storage_error_code(exc), error_message=str(exc))
         return out
 
-    def _append_partition(self, tp: TopicPartition, records: Buffer | None, produce_version: int, now: int
-                          ) -> ProducePartitionResult:
+    def _append_partition(self, tp: TopicPartition, records: Buffer | None, produce_version: int, now: int,
+                          acks: int) -> ProducePartitionResult:
         part = self.partition_or_error(*tp)
         if records is None:
             raise InvalidProduceError(ErrorCode.CORRUPT_MESSAGE, "produce data is null")
         lg = part.log
         cfg = lg.config
+        if acks == -1 and len(part.isr) < cfg.min_insync_replicas:
+            raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
+                             f"{tp[0]}-{tp[1]} has {len(part.isr)} in-sync replicas, min.insync.replicas is "
+                             f"{cfg.min_insync_replicas}")
         target = _CODEC_IDS.get(cfg.compression_type)
         max_diff = cfg.message_timestamp_difference_max_ms
         validation = validate_produce(

@@ -241,3 +241,16 @@ def test_read_committed_stops_at_the_first_open_transaction(client: Client, topi
     uncommitted = fetch(client, topic, isolation_level=0)
     assert uncommitted.aborted is None
     assert [h.base_offset for h in iter_batches(bytes(uncommitted.records))] == [0, 3, 5]
+
+
+def test_acks_all_needs_min_insync_replicas(tmp_path: Path) -> None:
+    with running_broker(tmp_path, {"min.insync.replicas": "2"}) as b, Client(b.port) as c:
+        name = "isr"
+        for _ in range(600):
+            (t,) = c.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name)]), 9).topics
+            if t.error_code == ErrorCode.NONE and t.partitions[0].leader_id >= 0:
+                break
+            time.sleep(0.05)
+        assert produce(c, name, batch(1), acks=-1).error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+        assert produce(c, name, batch(1), acks=1).error_code == ErrorCode.NONE
+        assert fetch(c, name).high_watermark == 1
