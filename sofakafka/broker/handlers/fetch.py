@@ -19,7 +19,9 @@ records, with each partition's stored bytes spliced in as their own chunk (a ``R
 copied once, from the file into memory. True zero-copy (``sendfile`` of the segment slice) is not used: uvloop
 implements neither ``loop.sendfile`` nor a way to interleave ``os.sendfile`` with its transport's buffered
 writes, and uvloop's cheaper syscalls and callbacks are worth more across all APIs than saving one copy on
-fetch (FileSlice keeps the option open for a transport that allows it).
+fetch (FileSlice keeps the option open for a transport that allows it). Measured on the 2-core test machine:
+the ``pread`` of a 10 MB page-cached slice costs about 7.5 ms (1.4 GB/s), against about 45 ms per 10 MB of
+end-to-end consumption by librdkafka (roughly 220 MB/s), so the copy is under a fifth of the fetch path.
 """
 
 from __future__ import annotations
