@@ -6,7 +6,8 @@ null, or empty in v0) its partitions with leader, leader epoch, replicas, ISR an
 
 A topic that does not exist is created when ``auto.create.topics.enable`` is true and the request allows it
 (always before v4, ``allow_auto_topic_creation`` from v4), with ``num.partitions`` and
-``default.replication.factor``; like Kafka the answer for it is LEADER_NOT_AVAILABLE until the controller has
+``default.replication.factor`` (``__consumer_offsets`` with its own settings, as the group coordinator creates it;
+``__transaction_state`` never); like Kafka the answer for it is LEADER_NOT_AVAILABLE until the controller has
 elected its leaders, and the client asks again. An invalid name is INVALID_TOPIC_EXCEPTION; otherwise an unknown
 topic is UNKNOWN_TOPIC_OR_PARTITION. A partition without a leader is LEADER_NOT_AVAILABLE with leader -1.
 
@@ -33,6 +34,8 @@ Broker = MetadataResponse.MetadataResponseBroker
 Topic = MetadataResponse.MetadataResponseTopic
 Partition = Topic.MetadataResponsePartition
 
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 # AclOperation codes: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9,
 # DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
@@ -74,6 +77,12 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
 
 
 async def _auto_create(ctx: RequestContext, name: str) -> ErrorCode:
+    if name == OFFSETS_TOPIC:
+        # Internal topics get their own partitions and configs (Kafka's createInternalTopic), not the defaults.
+        await ctx.broker.group_runtime.create_topic(ctx.client_id)
+        return ErrorCode.LEADER_NOT_AVAILABLE
+    if name == TRANSACTION_STATE_TOPIC:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # created by the transaction coordinator, not by Metadata
     try:
         validate_topic_name(name)
     except KafkaError as exc:

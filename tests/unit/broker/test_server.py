@@ -240,3 +240,20 @@ def test_connections_over_max_connections_per_ip_are_refused(tmp_path: Path) -> 
             time.sleep(0.05)
         else:
             raise AssertionError("a freed slot was never reused")
+
+
+def test_metadata_creates_the_offsets_topic_with_its_own_settings(tmp_path: Path) -> None:
+    with running_broker(tmp_path, {"offsets.topic.num.partitions": "3", "offsets.topic.replication.factor": "1"}
+                        ) as b, Client(b.port) as c:
+        first = c.call(_metadata("__consumer_offsets"), 9).topics[0]
+        assert first.error_code == ErrorCode.LEADER_NOT_AVAILABLE
+        for _ in range(600):
+            (t,) = c.call(_metadata("__consumer_offsets"), 9).topics
+            if t.error_code == ErrorCode.NONE and all(p.leader_id >= 0 for p in t.partitions):
+                break
+            time.sleep(0.05)
+        assert t.is_internal and len(t.partitions) == 3
+        assert b.broker is not None
+        assert b.broker.metadata().topic_config("__consumer_offsets")["cleanup.policy"] == "compact"
+        (tx,) = c.call(_metadata("__transaction_state"), 9).topics
+        assert tx.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
