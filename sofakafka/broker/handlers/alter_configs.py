@@ -26,9 +26,9 @@ from sofakafka.broker.handlers import RequestContext, handles
 from sofakafka.broker.handlers.describe_configs import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
-    check_topic,
     parse_broker_resource,
 )
+from sofakafka.controller.topics import validate_topic_name
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode, KafkaError
 from sofakafka.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
@@ -71,8 +71,8 @@ def validate_broker_configs(broker_id: int | None, configs: Mapping[str, str]) -
 
 async def apply_topic_configs(ctx: RequestContext, topic: str, configs: Mapping[str, str],
                               validate_only: bool) -> None:
-    check_topic(ctx, topic)
-    admin = ctx.broker.topic_admin
+    validate_topic_name(topic)
+    admin = ctx.broker.topic_admin  # its set_topic_config answers UNKNOWN_TOPIC_OR_PARTITION
     try:
         await asyncio.to_thread(admin.set_topic_config, topic, dict(configs), validate_only)
     except KafkaError as exc:

@@ -27,6 +27,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.broker.handlers.describe_configs import read_dynamic_broker_configs, topic_config_entries
 from sofakafka.controller.metadata import ClusterMetadata, MetadataCache
 from sofakafka.controller.topics import CreatedTopic, NewTopic
 from sofakafka.protocol.api import ApiKey
@@ -175,8 +176,7 @@ async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest
                 result.error_code = ErrorCode.REQUEST_TIMED_OUT
                 result.error_message = f"Topic {done.name} was created but its leaders were not elected in time."
     if ctx.api_version >= 5:
-        from sofakafka.broker.handlers.describe_configs import topic_config_entries
-
+        dynamic = await asyncio.to_thread(read_dynamic_broker_configs, ctx)
         by_name = {d.name: d for d in created}
         for result in results:
             topic_done = by_name.get(result.name)
@@ -186,7 +186,7 @@ async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest
             result.configs = [
                 TopicConfig(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
                             is_sensitive=e.is_sensitive)
-                for e in topic_config_entries(ctx, topic_done.configs, include_synonyms=False)
+                for e in topic_config_entries(ctx, topic_done.configs, dynamic, include_synonyms=False)
             ]
     order = {name: i for i, name in enumerate(counts)}
     results.sort(key=lambda r: order[r.name])

@@ -18,6 +18,9 @@ the list starts at the key itself, as Kafka's does. Password-typed keys are ``is
 values are never sent. ``read_only`` marks broker keys that cannot be changed dynamically; topic configs are
 never read-only.
 
+Overrides are read from the metadata store itself, as Kafka reads ZooKeeper, not from the broker's
+metadata cache, which follows the store a moment later: a client must see its own AlterConfigs at once.
+
 Version notes: v0 has ``is_default`` instead of ``config_source`` and no synonyms; v1 adds sources and
 synonyms; v3 adds ``config_type`` and ``documentation`` (broker keys carry their doc string, topic configs
 null). ``configuration_keys`` null (or empty) means every key; unknown names are left out.
@@ -28,6 +31,7 @@ alter handlers' validation.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -106,14 +110,37 @@ def _text(value: ConfigValue) -> str | None:
     return str(value)
 
 
-def broker_layers(ctx: RequestContext, broker_id: int | None) -> list[tuple[int, Mapping[str, str | None]]]:
+@dataclass(frozen=True)
+class DynamicBrokerConfigs:
+    """``/config/brokers/<this broker>`` and ``/config/brokers/<default>`` as the store holds them now."""
+
+    broker: Mapping[str, str]
+    default: Mapping[str, str]
+
+
+def read_dynamic_broker_configs(ctx: RequestContext) -> DynamicBrokerConfigs:
+    """Blocking (store reads). Read from the store, not the metadata cache, as Kafka reads ZooKeeper: the
+    cache follows the store a moment later, and a client must see its own AlterConfigs at once."""
+    admin = ctx.broker.topic_admin
+    return DynamicBrokerConfigs(admin.broker_config(ctx.broker.broker_id), admin.broker_config(None))
+
+
+def read_topic_overrides(ctx: RequestContext, name: str) -> Mapping[str, str]:
+    """Blocking. The topic's overrides from the store; INVALID_TOPIC_EXCEPTION / UNKNOWN_TOPIC_OR_PARTITION
+    as Kafka answers."""
+    validate_topic_name(name)
+    overrides: Mapping[str, str] = ctx.broker.topic_admin.topic_config(name)
+    return overrides
+
+
+def broker_layers(ctx: RequestContext, broker_id: int | None,
+                  dynamic: DynamicBrokerConfigs) -> list[tuple[int, Mapping[str, str | None]]]:
     """(source, key -> value text) in precedence order: what decides a broker key's value."""
     config: KafkaConfig = ctx.broker.config
-    snapshot = ctx.broker.metadata_cache.snapshot()
     layers: list[tuple[int, Mapping[str, str | None]]] = []
     if broker_id is not None:
-        layers.append((ConfigSource.DYNAMIC_BROKER_CONFIG, snapshot.broker_config(broker_id)))
-    layers.append((ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, snapshot.broker_config(None)))
+        layers.append((ConfigSource.DYNAMIC_BROKER_CONFIG, dynamic.broker))
+    layers.append((ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, dynamic.default))
     layers.append((ConfigSource.STATIC_BROKER_CONFIG,
                    {k: config.value_string(k) for k in config.originals if k in CONFIG_KEYS}))
     layers.append((ConfigSource.DEFAULT_CONFIG,
@@ -131,10 +158,10 @@ def _synonyms(names: Sequence[str], layers: Sequence[tuple[int, Mapping[str, str
     return out
 
 
-def broker_config_entries(ctx: RequestContext, broker_id: int | None,
+def broker_config_entries(ctx: RequestContext, broker_id: int | None, dynamic: DynamicBrokerConfigs,
                           names: Sequence[str] | None = None) -> list[ConfigEntryView]:
     """Entries of a broker resource: this broker (``broker_id``) or the cluster default entity (None)."""
-    layers = broker_layers(ctx, broker_id)
+    layers = broker_layers(ctx, broker_id, dynamic)
     if broker_id is None:
         # The default entity describes only what is set on it.
         keys = [CONFIG_KEYS[k] for k in sorted(layers[0][1]) if k in CONFIG_KEYS]
@@ -163,15 +190,14 @@ def broker_config_entries(ctx: RequestContext, broker_id: int | None,
     return out
 
 
-def effective_broker_config(ctx: RequestContext) -> KafkaConfig:
+def effective_broker_config(ctx: RequestContext, dynamic: DynamicBrokerConfigs) -> KafkaConfig:
     """The static config with this broker's dynamic overrides applied (they were validated when written)."""
     config: KafkaConfig = ctx.broker.config
-    snapshot = ctx.broker.metadata_cache.snapshot()
-    dynamic = {**snapshot.broker_config(None), **snapshot.broker_config(ctx.broker.broker_id)}
-    if not dynamic:
+    merged = {**dynamic.default, **dynamic.broker}
+    if not merged:
         return config
     try:
-        return KafkaConfig.from_properties({**config.originals, **dynamic})
+        return KafkaConfig.from_properties({**config.originals, **merged})
     except ConfigError:
         return config
 
@@ -185,11 +211,11 @@ def _topic_type(name: str) -> int:
     return 0
 
 
-def topic_config_entries(ctx: RequestContext, overrides: Mapping[str, str], *, include_synonyms: bool = True,
-                         names: Sequence[str] | None = None) -> list[ConfigEntryView]:
+def topic_config_entries(ctx: RequestContext, overrides: Mapping[str, str], dynamic: DynamicBrokerConfigs, *,
+                         include_synonyms: bool = True, names: Sequence[str] | None = None) -> list[ConfigEntryView]:
     """Every topic config: the override if set, else the broker's default for topics."""
-    layers = broker_layers(ctx, ctx.broker.broker_id)
-    defaults = effective_broker_config(ctx).topic_config_defaults()
+    layers = broker_layers(ctx, ctx.broker.broker_id, dynamic)
+    defaults = effective_broker_config(ctx, dynamic).topic_config_defaults()
     out: list[ConfigEntryView] = []
     for name in TOPIC_CONFIG_NAMES:
         if names is not None and name not in names:
@@ -275,15 +301,6 @@ def parse_broker_resource(ctx: RequestContext, name: str) -> int | None:
     return broker_id
 
 
-def check_topic(ctx: RequestContext, name: str) -> Mapping[str, str]:
-    """The topic's overrides; INVALID_TOPIC_EXCEPTION / UNKNOWN_TOPIC_OR_PARTITION as Kafka answers."""
-    validate_topic_name(name)
-    snapshot = ctx.broker.metadata_cache.snapshot()
-    if name not in snapshot.topics:
-        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
-    return snapshot.topic_config(name)
-
-
 def _to_entry(view: ConfigEntryView, version: int) -> Entry:
     entry = Entry(name=view.name, value=view.value, read_only=view.read_only, is_sensitive=view.is_sensitive)
     if version == 0:
@@ -299,17 +316,19 @@ def _to_entry(view: ConfigEntryView, version: int) -> Entry:
 
 def describe_resource(ctx: RequestContext, resource_type: int, name: str, keys: Sequence[str] | None,
                       include_synonyms: bool) -> list[ConfigEntryView]:
+    """Blocking (store reads): run it off the event loop."""
     describe: Callable[[], list[ConfigEntryView]]
     if resource_type == RESOURCE_TOPIC:
-        overrides = check_topic(ctx, name)
+        overrides = read_topic_overrides(ctx, name)
 
         def describe() -> list[ConfigEntryView]:
-            return topic_config_entries(ctx, overrides, include_synonyms=include_synonyms, names=keys)
+            return topic_config_entries(ctx, overrides, read_dynamic_broker_configs(ctx),
+                                        include_synonyms=include_synonyms, names=keys)
     elif resource_type == RESOURCE_BROKER:
         broker_id = parse_broker_resource(ctx, name)
 
         def describe() -> list[ConfigEntryView]:
-            entries = broker_config_entries(ctx, broker_id, keys)
+            entries = broker_config_entries(ctx, broker_id, read_dynamic_broker_configs(ctx), keys)
             if not include_synonyms:
                 entries = [ConfigEntryView(e.name, e.value, e.source, e.read_only, e.is_sensitive, e.config_type,
                                            e.documentation) for e in entries]
@@ -334,7 +353,8 @@ async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsR
         result = Result(resource_type=resource.resource_type, resource_name=resource.resource_name,
                         error_message=None)
         try:
-            views = describe_resource(ctx, resource.resource_type, resource.resource_name, keys, include_synonyms)
+            views = await asyncio.to_thread(describe_resource, ctx, resource.resource_type,
+                                            resource.resource_name, keys, include_synonyms)
         except KafkaError as exc:
             result.error_code = exc.code
             result.error_message = exc.message

@@ -19,6 +19,7 @@ Version notes: v1 is the first flexible version; nothing else changes.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 
@@ -31,10 +32,10 @@ from sofakafka.broker.handlers.describe_configs import (
     RESOURCE_BROKER_LOGGER,
     RESOURCE_TOPIC,
     ROOT_LOGGER,
-    check_topic,
     parse_broker_resource,
     parse_logger_resource,
     python_logger,
+    read_topic_overrides,
 )
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode, KafkaError
@@ -133,11 +134,14 @@ def alter_loggers(ops: Sequence[AlterableConfig], validate_only: bool) -> None:
 
 
 def _current(ctx: RequestContext, resource_type: int, name: str) -> Mapping[str, str]:
+    """Blocking: the dynamic configs as the store holds them, so operations apply to the latest write (the
+    metadata cache may not have caught up with an AlterConfigs answered a moment ago)."""
     if resource_type == RESOURCE_TOPIC:
-        return check_topic(ctx, name)
+        return read_topic_overrides(ctx, name)
     if resource_type == RESOURCE_BROKER:
         broker_id = parse_broker_resource(ctx, name)
-        return ctx.broker.metadata_cache.snapshot().broker_config(broker_id)
+        current: Mapping[str, str] = ctx.broker.topic_admin.broker_config(broker_id)
+        return current
     raise KafkaError(ErrorCode.INVALID_REQUEST,
                      f"IncrementalAlterConfigs is only supported for topics and brokers, not resource type "
                      f"{resource_type}")
@@ -160,7 +164,7 @@ async def handle_incremental_alter_configs(
                 alter_loggers(resource.configs, request.validate_only)
                 responses.append(response)
                 continue
-            current = _current(ctx, resource.resource_type, resource.resource_name)
+            current = await asyncio.to_thread(_current, ctx, resource.resource_type, resource.resource_name)
             updated = apply_operations(resource.resource_type, current, resource.configs)
             await apply_configs(ctx, resource.resource_type, resource.resource_name, updated,
                                 request.validate_only)

@@ -622,3 +622,26 @@ def test_broker_loggers_describe_and_change_levels(client: KafkaClient, broker: 
         assert refused.error == ErrorCode.INVALID_REQUEST, ops
     [legacy] = client.alter_configs({key: {logger: "DEBUG"}})
     assert legacy.error == ErrorCode.INVALID_REQUEST
+
+
+def test_a_client_reads_its_own_config_writes_at_once(client: KafkaClient, broker: RunningBroker) -> None:
+    # Kafka reads configs from ZooKeeper, not from a cache that follows it: an answer to DescribeConfigs (or
+    # the base of an incremental alter) never predates the AlterConfigs answered just before.
+    name = new_name()
+    create(client, name)
+    for i in range(30):
+        [a] = client.alter_configs({(TOPIC, name): {"retention.ms": str(1000 + i)}})
+        assert a.error == ErrorCode.NONE
+        assert entries(client, TOPIC, name)["retention.ms"].value == str(1000 + i)
+        [b] = client.incremental_alter_configs({(TOPIC, name): [("segment.bytes", AlterConfigOp.SET, str(100_000 + i))]})
+        assert b.error == ErrorCode.NONE
+        configs = entries(client, TOPIC, name)
+        assert configs["retention.ms"].value == str(1000 + i)
+        assert configs["segment.bytes"].value == str(100_000 + i)
+    own = str(broker.broker_id)
+    try:
+        for i in range(10):
+            client.incremental_alter_configs({(BROKER, own): [("log.cleaner.threads", AlterConfigOp.SET, str(2 + i))]})
+            assert entries(client, BROKER, own)["log.cleaner.threads"].value == str(2 + i)
+    finally:
+        client.incremental_alter_configs({(BROKER, own): [("log.cleaner.threads", AlterConfigOp.DELETE, None)]})
