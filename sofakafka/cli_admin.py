@@ -1,4 +1,4 @@
-"""The console verbs of `sofakafka`: topics, configs, produce, consume.
+"""The console verbs of `sofakafka`: topics, configs, produce, consume, groups (in cli_groups.py).
 
 They mirror Kafka's own tools (kafka-topics.sh, kafka-configs.sh, kafka-console-producer.sh,
 kafka-console-consumer.sh): the same option names and the same output lines, so scripts and habits written
@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TextIO
 
+from sofakafka import cli_groups
 from sofakafka.client import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -35,7 +36,7 @@ from sofakafka.client import (
 from sofakafka.protocol.errors import ErrorCode, KafkaError
 from sofakafka.protocol.records import CompressionType, Record
 
-VERBS = ("topics", "configs", "produce", "consume")
+VERBS = ("topics", "configs", "produce", "consume", "groups")
 
 _COMPRESSION = {
     "none": CompressionType.NONE,
@@ -264,8 +265,10 @@ def _topics_alter(client: KafkaClient, args: argparse.Namespace) -> int:
             # For --alter, kafka-topics.sh's assignment lists every partition; the new ones are at the end.
             full = _replica_assignment(args.replica_assignment)
             count = args.partitions if args.partitions is not None else len(full)
-            current = len(client.topic(names[0]).partitions)
-            assignments = {n: [full[p] for p in range(current, count) if p in full] for n in names}
+            assignments = {}
+            for n in names:
+                current = len(client.topic(n).partitions)
+                assignments[n] = [full[p] for p in range(current, count) if p in full]
         else:
             count = args.partitions
         results = client.create_partitions({n: count for n in names}, assignments=assignments,
@@ -671,6 +674,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print.key, print.timestamp, print.partition, print.offset, print.headers, "
                         "key.separator, line.separator, null.literal")
     k.set_defaults(run=_consume)
+
+    cli_groups.add_parser(sub, _add_common)
     return parser
 
 
@@ -680,7 +685,7 @@ def main(argv: Sequence[str]) -> int:
     run: Callable[[argparse.Namespace], int] = args.run
     try:
         return run(args)
-    except UsageError as e:
+    except (UsageError, cli_groups.GroupsUsageError) as e:
         _err(f"sofakafka {args.verb}: error: {e}")
         return 2
     except KafkaError as e:

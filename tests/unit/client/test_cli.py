@@ -236,3 +236,14 @@ def test_produce_splits_large_input_below_max_message_bytes(broker: RunningBroke
     ok("produce", *b, "--topic", name, "--batch-size", "5000", stdin=("x" * 1000 + "\n") * 2000)
     done = run("consume", *b, "--topic", name, "--from-beginning", "--max-messages", "2000")
     assert done.returncode == 0 and len(done.stdout.splitlines()) == 2000
+
+
+def test_topics_alter_with_a_replica_assignment_for_the_new_partitions(broker: RunningBroker) -> None:
+    b = ("--bootstrap-server", broker.bootstrap)
+    name = new_name()
+    ok("topics", "create", *b, "--topic", name)
+    ok("topics", "alter", *b, "--topic", name, "--partitions", "3", "--replica-assignment", "0,0,0")
+    assert ok("topics", "describe", *b, "--topic", name).splitlines()[3] == (
+        f"\tTopic: {name}\tPartition: 2\tLeader: 0\tReplicas: 0\tIsr: 0")
+    wrong = run("topics", "alter", *b, "--topic", name, "--partitions", "4", "--replica-assignment", "0,0,0,0:1")
+    assert wrong.returncode == 1
