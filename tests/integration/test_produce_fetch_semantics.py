@@ -26,6 +26,8 @@ from tests.integration.conftest import BrokerProcess
 from tests.integration.helpers import Rec, base_timestamp_ms, make_records, wait_for
 
 UNSUPPORTED_COMPRESSION_TYPE = 76
+INVALID_TIMESTAMP = 32
+INVALID_RECORD = 87
 
 
 def new_topic(broker: BrokerProcess, topic: str, configs: dict[str, str] | None = None) -> None:
@@ -423,3 +425,52 @@ def test_sigterm_answers_a_waiting_fetch_and_exits_cleanly(
     assert header.correlation_id == 1
     (partition,) = response.topics[0].partitions
     assert partition.error_code == 0 and not partition.records
+
+
+def produce_raw(broker: BrokerProcess, topic: str, records: list[Record], version: int) -> Any:
+    request = ProduceRequest(
+        transactional_id=None,
+        acks=-1,
+        timeout_ms=30_000,
+        topics=[
+            ProduceRequest.TopicProduceData(
+                name=topic,
+                partitions=[
+                    ProduceRequest.TopicProduceData.PartitionProduceData(
+                        partition_index=0, records=build_batch(records)
+                    )
+                ],
+            )
+        ],
+    )
+    with socket.create_connection((broker.host, broker.port), timeout=30) as s:
+        response = wire.call(s, request, version)
+    (partition,) = response.responses[0].partitions
+    return partition
+
+
+def test_keyless_record_on_compacted_topic_is_an_invalid_record_with_its_index(
+    broker: BrokerProcess, topic_name: str
+) -> None:
+    """Produce v8 (KIP-467) names the offending record of the batch; nothing of the batch is appended."""
+    new_topic(broker, topic_name, {"cleanup.policy": "compact"})
+    ts = base_timestamp_ms()
+    batch = [Record(0, ts, b"a", b"1"), Record(1, ts, None, b"no key"), Record(2, ts, b"c", b"3")]
+    partition = produce_raw(broker, topic_name, batch, 8)
+    assert partition.error_code == INVALID_RECORD
+    assert [e.batch_index for e in partition.record_errors] == [1]
+    assert end_offset(broker, topic_name) == 0
+    # The same records with keys are fine.
+    fixed = [Record(i, ts, b"k%d" % i, b"v") for i in range(3)]
+    ok = produce_raw(broker, topic_name, fixed, 8)
+    assert (ok.error_code, ok.base_offset) == (0, 0)
+
+
+def test_timestamp_out_of_range_is_invalid_timestamp(broker: BrokerProcess, topic_name: str) -> None:
+    new_topic(broker, topic_name, {"message.timestamp.difference.max.ms": "60000"})
+    stale = base_timestamp_ms()  # an hour ago, beyond the topic's one minute
+    partition = produce_raw(broker, topic_name, [Record(0, stale, b"k", b"old")], 8)
+    assert partition.error_code == INVALID_TIMESTAMP
+    assert end_offset(broker, topic_name) == 0
+    now = int(time.time() * 1000)
+    assert produce_raw(broker, topic_name, [Record(0, now, b"k", b"new")], 8).error_code == 0
