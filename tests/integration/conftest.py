@@ -164,6 +164,9 @@ class BrokerProcess:
             self.kill()
         return self.start()
 
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
     def log_text(self) -> str:
         try:
             return self.log_path.read_text(errors="replace")
@@ -207,11 +210,14 @@ def module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPr
 
 
 @pytest.fixture
-def broker(module_broker: BrokerProcess) -> BrokerProcess:
-    """The module's broker, registered so that its log is attached if this test fails."""
+def broker(module_broker: BrokerProcess) -> Iterator[BrokerProcess]:
+    """The module's broker, registered so that its log is attached if this test fails; a test after which
+    the process is gone errors here, so a crash is blamed on the test that caused it, not on the next one."""
     if module_broker not in _USED_BY_CURRENT_TEST:
         _USED_BY_CURRENT_TEST.append(module_broker)
-    return module_broker
+    assert module_broker.alive(), f"the module's broker died earlier:\n{module_broker.log_tail()}"
+    yield module_broker
+    assert module_broker.alive(), f"the broker process died during this test:\n{module_broker.log_tail()}"
 
 
 @pytest.fixture
