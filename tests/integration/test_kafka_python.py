@@ -18,11 +18,15 @@ kafka-python 3.x notes (checked in its source, 3.0.12):
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
+from sofakafka.protocol.messages.fetch import FetchRequest
+from sofakafka.protocol.records import MAGIC_V2, BatchHeader, CompressionType, iter_batches
+from tests.integration import wire
 from tests.integration.conftest import BrokerProcess
 from tests.integration.helpers import Rec, base_timestamp_ms, make_records, wait_for
 
@@ -145,6 +149,44 @@ def test_round_trip_every_codec_at_release(
     ]
     if with_headers:
         assert [list(m.headers) for m in got] == [list(r.headers) for r in sent]
+    # What the log holds: v2 batches (converted from v1 for 0.10.x producers), each codec kept as sent.
+    stored = stored_batches(broker, topic_name)
+    assert {b.magic for b in stored} == {MAGIC_V2}
+    assert sorted({b.compression for b in stored}) == sorted(CODEC_IDS[c] for c in codecs_for(release))
+    assert stored[-1].last_offset == len(sent) - 1
+
+
+CODEC_IDS = {
+    None: CompressionType.NONE,
+    "gzip": CompressionType.GZIP,
+    "snappy": CompressionType.SNAPPY,
+    "lz4": CompressionType.LZ4,
+    "zstd": CompressionType.ZSTD,
+}
+
+
+def stored_batches(broker: BrokerProcess, topic: str) -> list[BatchHeader]:
+    """The batch headers a Fetch v11 returns from offset 0: the stored batches, byte for byte."""
+    fetch = FetchRequest(
+        replica_id=-1,
+        max_wait=0,
+        min_bytes=0,
+        topics=[
+            FetchRequest.FetchableTopic(
+                name=topic,
+                fetch_partitions=[
+                    FetchRequest.FetchableTopic.FetchPartition(
+                        partition_index=0, fetch_offset=0, max_bytes=1 << 22
+                    )
+                ],
+            )
+        ],
+    )
+    with socket.create_connection((broker.host, broker.port), timeout=30) as s:
+        response = wire.call(s, fetch, 11)
+    (partition,) = response.topics[0].partitions
+    assert partition.error_code == 0
+    return list(iter_batches(bytes(partition.records or b"")))
 
 
 @pytest.mark.parametrize(
