@@ -360,3 +360,19 @@ def test_flush_ms_is_applied_by_maybe_flush(tmp_path: Path) -> None:
     assert log.maybe_flush()
     assert log.recovery_point == 2
     log.close()
+
+
+def test_preallocated_segments_are_trimmed_on_roll_and_survive_a_crash(tmp_path: Path) -> None:
+    log = new_log(tmp_path, preallocate="true", segment_bytes=4000)
+    for _ in range(30):
+        log.append_as_leader(make_batch(2, value_size=60), 0)
+    assert log.number_of_segments > 1
+    for seg in log.log_segments()[:-1]:
+        assert seg.log.path.stat().st_size == seg.size  # the reserved tail was cut on roll
+    expected = list(log.iter_batches_bytes())
+    log.flush()
+    log.close_handlers()  # crash: the active segment's file is still reserved at segment.bytes
+    reopened = Log(log.dir, log.config, had_clean_shutdown=False)
+    assert list(reopened.iter_batches_bytes()) == expected
+    reopened.append_as_leader(make_batch(1), 0)
+    reopened.close()
