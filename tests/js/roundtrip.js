@@ -4,10 +4,9 @@
 // Prints one JSON object with what each step observed; the Python test makes the assertions, so a failure
 // shows the whole picture. Exits non-zero with the error on stderr if a call throws.
 //
-// Consuming: kafkajs's only consumer is a group member (JoinGroup/SyncGroup/Heartbeat), and the group
-// coordinator is not part of this broker yet. So records are read the way kafkajs's consumer reads them
-// underneath: the client's own cluster object and its broker connection's Fetch (same request versions,
-// same decoding, including headers and compressed batches); only the group layer is left out.
+// Consuming, twice: kafkajs's own consumer, which is always a group member (FindCoordinator, JoinGroup,
+// SyncGroup, Heartbeat, OffsetCommit), and underneath it the client's cluster object and its broker
+// connection's Fetch, which reads a given offset range without the group layer (after DeleteRecords).
 'use strict'
 
 const { Kafka, CompressionTypes, logLevel } = require('kafkajs')
@@ -114,6 +113,29 @@ async function main () {
     })
     result.produced = [...plain, ...gzip].map((r) => ({ partition: r.partition, errorCode: r.errorCode, baseOffset: Number(r.baseOffset) }))
     await producer.disconnect()
+
+    const groupId = `${topic}-group`
+    const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 500, sessionTimeout: 10000, heartbeatInterval: 1000 })
+    await consumer.connect()
+    await consumer.subscribe({ topics: [topic], fromBeginning: true })
+    const viaGroup = []
+    await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`group consumer got ${viaGroup.length} records`)), 90000)
+      consumer.run({
+        eachMessage: async ({ partition, message }) => {
+          viaGroup.push({ partition, ...fromWire(message) })
+          if (viaGroup.length >= args.records.length) {
+            clearTimeout(timer)
+            resolve()
+          }
+        },
+      }).catch(reject)
+    })
+    await consumer.disconnect() // commits the offsets it has processed
+    result.groupConsumed = viaGroup
+    result.groupOffsets = (await admin.fetchOffsets({ groupId, topics: [topic] }))[0].partitions
+      .map((p) => ({ partition: p.partition, offset: Number(p.offset) }))
+      .sort((a, b) => a.partition - b.partition)
 
     const cluster = clusterOf(kafka)
     await cluster.connect()
