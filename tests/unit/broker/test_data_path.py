@@ -254,3 +254,31 @@ def test_acks_all_needs_min_insync_replicas(tmp_path: Path) -> None:
         assert produce(c, name, batch(1), acks=-1).error_code == ErrorCode.NOT_ENOUGH_REPLICAS
         assert produce(c, name, batch(1), acks=1).error_code == ErrorCode.NONE
         assert fetch(c, name).high_watermark == 1
+
+
+def test_a_waiting_fetch_counts_appended_bytes_against_min_bytes(broker: BrokerThread, client: Client,
+                                                                  topic: str) -> None:
+    """Woken by each append, the fetch answers only once ``min_bytes`` are there; the purgatory shows it is
+    still waiting after the small append (checked right after that append's acknowledgement, which is sent
+    only after the purgatory has been checked)."""
+    assert broker.broker is not None
+    purgatory = broker.broker.replica_manager.fetch_purgatory
+    t = FetchRequest.FetchableTopic
+    with Client(broker.port, timeout=30) as consumer:
+        consumer.send(FetchRequest(replica_id=-1, max_wait=600_000, min_bytes=5000, topics=[
+            t(name=topic, fetch_partitions=[t.FetchPartition(partition_index=0, fetch_offset=0,
+                                                             max_bytes=1 << 20)])]), 11)
+        for _ in range(600):  # the fetch reaches the purgatory asynchronously
+            if purgatory.watched((topic, 0)) == 1:
+                break
+            time.sleep(0.05)
+        assert purgatory.watched((topic, 0)) == 1
+        assert produce(client, topic, batch(1)).error_code == ErrorCode.NONE
+        assert purgatory.watched((topic, 0)) == 1
+        assert produce(client, topic, batch(1, value=b"w" * 3000)).error_code == ErrorCode.NONE
+        assert purgatory.watched((topic, 0)) == 1  # about 3.1 kB of the 5 kB asked for
+        assert produce(client, topic, batch(1, value=b"w" * 3000)).error_code == ErrorCode.NONE
+        _, resp = consumer.receive()
+        data = bytes(resp.topics[0].partitions[0].records)
+        assert [h.base_offset for h in iter_batches(data)] == [0, 1, 2]
+        assert purgatory.watched((topic, 0)) == 0
