@@ -11,6 +11,7 @@ import sys
 from sofakafka import __version__
 
 EXIT_CONFIG_ERROR = 2
+EXIT_START_FAILED = 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,11 +54,20 @@ def serve_command(properties: str | None, overrides: list[str], log_level: str) 
         return EXIT_CONFIG_ERROR
     import uvloop
 
+    from sofakafka.controller.store import StoreError
+    from sofakafka.protocol.errors import KafkaError
+
     try:
         return uvloop.run(_serve(config))
     except ConfigError as exc:
         print(f"sofakafka: configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
+    except (StoreError, KafkaError, OSError) as exc:
+        # Start-up failures with a clear cause (data dir locked by another broker, unreadable log dir,
+        # meta.properties of another cluster): the message says it all, a traceback would bury it.
+        logging.getLogger("sofakafka").debug("start-up failed", exc_info=True)
+        print(f"sofakafka: cannot start: {exc}", file=sys.stderr)
+        return EXIT_START_FAILED
     except KeyboardInterrupt:
         return 130
 
