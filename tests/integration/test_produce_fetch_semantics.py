@@ -1,6 +1,9 @@
-"""Produce and fetch behaviour a client relies on: acks levels, size limits, big polls, long polls, restarts.
+"""Produce and fetch behaviour a client relies on: acks levels, size limits, big polls, long polls, restarts,
+fetch sessions, idempotence, and the produce checks Kafka 2.6 makes (per-record errors, timestamps, zstd).
 
 kafka-python here negotiates versions through ApiVersions (no pinned ``api_version``), as most users run it.
+Where a stock client cannot be made to send exactly the request that matters (acks=0 followed by another
+request, an old Fetch version, a batch with a keyless record), the request goes out raw through ``wire``.
 """
 
 from __future__ import annotations
