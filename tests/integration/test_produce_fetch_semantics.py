@@ -8,6 +8,7 @@ request, an old Fetch version, a batch with a keyless record), the request goes 
 
 from __future__ import annotations
 
+import select
 import socket
 import struct
 import threading
@@ -234,9 +235,9 @@ def test_ten_thousand_records_in_one_consumer_poll(broker: BrokerProcess, topic_
 
 
 def test_fetch_waiting_for_data_wakes_when_it_is_produced(broker: BrokerProcess, topic_name: str) -> None:
-    """The consumer's fetch may wait 120 s; the record must reach it well before that, so only an append
-    waking the waiting fetch can pass (a broker that ignored max.wait answers empty and the poll goes on;
-    one that never wakes answers after 120 s, past this test's 60 s bound)."""
+    """A stock consumer blocked in poll gets a record produced later. Its fetch may wait 120 s, past this
+    test's 60 s bound, so a broker that parks fetches but never wakes them fails here; that the fetch really
+    waits (rather than answering empty at once) is what the raw-wire test below pins down."""
     new_topic(broker, topic_name)
     c = consumer(broker, topic_name, fetch_max_wait_ms=120_000, fetch_min_bytes=1, request_timeout_ms=180_000)
     got: list[Any] = []
@@ -289,6 +290,43 @@ def restart(b: BrokerProcess, *, clean: bool) -> None:
         b.kill()
         assert not marker.exists(), "a running broker must not have a clean-shutdown marker on disk"
     b.start()
+
+
+def test_fetch_is_held_until_an_append_then_answered_with_it(broker: BrokerProcess, topic_name: str) -> None:
+    """Fetch v11, min_bytes 1, max_wait 120 s on an empty partition: no answer while there is no data, then
+    the append of another client completes it with that record, long before max_wait."""
+    new_topic(broker, topic_name)
+    fetch = FetchRequest(
+        replica_id=-1,
+        max_wait=120_000,
+        min_bytes=1,
+        topics=[
+            FetchRequest.FetchableTopic(
+                name=topic_name,
+                fetch_partitions=[
+                    FetchRequest.FetchableTopic.FetchPartition(
+                        partition_index=0, fetch_offset=0, max_bytes=1 << 20
+                    )
+                ],
+            )
+        ],
+    )
+    with socket.create_connection((broker.host, broker.port), timeout=60) as s:
+        wire.send(s, fetch, 11, correlation_id=1)
+        readable, _, _ = select.select([s], [], [], 1.0)
+        assert not readable, "the fetch was answered although there was no data and max_wait is 120 s"
+        p = producer(broker, acks=1)
+        try:
+            record = make_records(1, tag="wake", with_headers=True)
+            assert send_all(p, topic_name, record) == [0]
+        finally:
+            p.close(timeout=10)
+        header, response = decode_response(wire.recv_frame(s), ApiKey.FETCH, 11)
+    assert header.correlation_id == 1
+    (partition,) = response.topics[0].partitions
+    assert partition.error_code == 0 and partition.high_watermark == 1
+    batch = read_batch_header(bytes(partition.records or b""), 0)
+    assert batch is not None and (batch.base_offset, batch.record_count) == (0, 1)
 
 
 @pytest.mark.parametrize("clean", [True, False], ids=["sigterm", "kill-9"])
