@@ -24,7 +24,14 @@ from sofakafka.protocol.api import ApiKey, decode_response
 from sofakafka.protocol.messages.api_versions import ApiVersionsRequest
 from sofakafka.protocol.messages.fetch import FetchRequest
 from sofakafka.protocol.messages.produce import ProduceRequest
-from sofakafka.protocol.records import V2_HEADER_SIZE, CompressionType, Record, build_batch, read_batch_header
+from sofakafka.protocol.records import (
+    V2_HEADER_SIZE,
+    CompressionType,
+    Record,
+    build_batch,
+    iter_batches,
+    read_batch_header,
+)
 from tests.integration import wire
 from tests.integration.conftest import BrokerProcess
 from tests.integration.helpers import Rec, base_timestamp_ms, make_records, wait_for
@@ -327,6 +334,43 @@ def test_fetch_is_held_until_an_append_then_answered_with_it(broker: BrokerProce
     assert partition.error_code == 0 and partition.high_watermark == 1
     batch = read_batch_header(bytes(partition.records or b""), 0)
     assert batch is not None and (batch.base_offset, batch.record_count) == (0, 1)
+
+
+def test_fetch_waits_for_min_bytes(broker: BrokerProcess, topic_name: str) -> None:
+    """A small append does not complete a fetch asking for min_bytes 4000; the append that brings the
+    readable bytes past it does, and the answer holds both."""
+    new_topic(broker, topic_name)
+    fetch = FetchRequest(
+        replica_id=-1,
+        max_wait=120_000,
+        min_bytes=4000,
+        topics=[
+            FetchRequest.FetchableTopic(
+                name=topic_name,
+                fetch_partitions=[
+                    FetchRequest.FetchableTopic.FetchPartition(
+                        partition_index=0, fetch_offset=0, max_bytes=1 << 20
+                    )
+                ],
+            )
+        ],
+    )
+    p = producer(broker, acks=1)
+    try:
+        with socket.create_connection((broker.host, broker.port), timeout=60) as s:
+            wire.send(s, fetch, 11, correlation_id=1)
+            assert send_all(p, topic_name, make_records(1, tag="small", with_headers=False)) == [0]
+            readable, _, _ = select.select([s], [], [], 1.0)
+            assert not readable, "answered below min_bytes before max_wait"
+            big = make_records(1, tag="big", with_headers=False, value_size=5000)
+            assert send_all(p, topic_name, big) == [1]
+            _, response = decode_response(wire.recv_frame(s), ApiKey.FETCH, 11)
+    finally:
+        p.close(timeout=10)
+    (partition,) = response.topics[0].partitions
+    records = bytes(partition.records or b"")
+    assert partition.error_code == 0 and len(records) >= 4000
+    assert [b.base_offset for b in iter_batches(records)] == [0, 1]
 
 
 @pytest.mark.parametrize("clean", [True, False], ids=["sigterm", "kill-9"])
