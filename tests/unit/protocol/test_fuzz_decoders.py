@@ -129,13 +129,16 @@ def _assert_rewritable(cls: Any, decoded: Any, version: int) -> None:
     assert cls.decode(again, version).encode(version) == again
 
 
-def scaled(factor: float) -> int:
-    """Examples per test relative to the active profile (conftest: dev 50, ci 150), so CI digs deeper."""
-    return max(2, int(settings.default.max_examples * factor))
+def scaled(factor: float, cap: int | None = None) -> int:
+    """Examples per test relative to the active profile (conftest: dev 50, ci 150), so CI digs deeper;
+    ``cap`` bounds the tests parametrized over hundreds of cases, whose cost multiplies."""
+    n = max(2, int(settings.default.max_examples * factor))
+    return n if cap is None else min(n, cap)
 
 
 FUZZ = settings(
-    max_examples=scaled(0.25), suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+    max_examples=scaled(0.25, cap=20),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
 
