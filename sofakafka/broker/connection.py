@@ -1,6 +1,7 @@
 """One client connection: size-prefixed frames in, responses out in request order.
 
-Life of a request: ``data_received`` cuts complete frames off the input buffer (a size above
+Life of a request: the socket reads into our buffers (``get_buffer``/``buffer_updated``) and complete frames are
+cut off (a size above
 ``socket.request.max.bytes``, or negative, closes the connection as soon as the four size bytes arrive, before
 any body is buffered); the header is decoded, the handler for its API key looked up in the registry, the body
 decoded, and the handler started as a task. Several requests of one connection may be handled at once (a
@@ -51,6 +52,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
+_SCRATCH_BYTES = 256 * 1024
+_LARGE_FRAME = 64 * 1024  # below this a partial frame waits in the scratch buffer, which always has room for it
+_EMPTY_VIEW = memoryview(b"")
 
 
 @dataclass(slots=True)
@@ -62,18 +66,22 @@ class _Slot:
     chunks: Sequence[bytes | bytearray | memoryview] | None = None
 
 
-class KafkaConnection(asyncio.Protocol):
+class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, server: SocketServer, listener_name: str, security_protocol: str) -> None:
         self.server = server
         self.listener_name = listener_name
         self.security_protocol = security_protocol
         self.transport: asyncio.Transport | None = None
         self.peer: tuple[str, int] = ("?", 0)
-        self._buf = bytearray()
+        self._scratch = bytearray(_SCRATCH_BYTES)
+        self._scratch_view = memoryview(self._scratch)
+        self._scratch_end = 0
+        self._frame: bytearray | None = None
+        self._frame_view = _EMPTY_VIEW
+        self._frame_filled = 0
         self._pending: collections.deque[_Slot] = collections.deque()
         self._tasks: set[asyncio.Task[None]] = set()
         self._reading = True
-        self._read_paused_for_inflight = False
         self._write_paused = False
         self._closing = False
         self._close_when_drained = False
@@ -119,7 +127,7 @@ class KafkaConnection(asyncio.Protocol):
         if self._idle_timer is not None:
             self._idle_timer.cancel()
         self._pending.clear()
-        self._buf = bytearray()
+        self._frame = None
         self.server.connection_closed(self)
         if not self._closed.done():
             self._closed.set_result(None)
@@ -132,30 +140,62 @@ class KafkaConnection(asyncio.Protocol):
         self._write_paused = False
         self._update_reading()
 
-    def data_received(self, data: bytes) -> None:
+    # -- reading frames -------------------------------------------------------------------------------------------
+    # Small frames are cut out of a scratch buffer the socket reads into (one copy each). A frame of at least
+    # _LARGE_FRAME bytes gets a buffer of its exact size and the socket reads the rest of it straight into it,
+    # so a 1 MB produce is never accumulated and re-sliced on the event loop.
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._frame is not None:
+            return self._frame_view[self._frame_filled:]
+        return self._scratch_view[self._scratch_end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
         if self._closing or self._close_when_drained:
             return
         self._last_activity = asyncio.get_running_loop().time()
-        buf = self._buf
-        buf += data
+        frame = self._frame
+        if frame is not None:
+            self._frame_filled += nbytes
+            if self._frame_filled == len(frame):
+                self._frame = None
+                self._frame_view = _EMPTY_VIEW
+                self._dispatch(frame)
+            return
+        self._scratch_end += nbytes
+        self._cut_frames()
+
+    def _cut_frames(self) -> None:
+        buf = self._scratch
+        end = self._scratch_end
         max_bytes = self.server.max_request_bytes
         pos = 0
-        end = len(buf)
         while end - pos >= 4:
             (size,) = _SIZE.unpack_from(buf, pos)
             if size < 0 or size > max_bytes:
                 self.close_for(f"request frame of {size} bytes, socket.request.max.bytes is {max_bytes}",
                                drain=False)
                 return
-            if end - pos - 4 < size:
-                break
-            frame = buf[pos + 4 : pos + 4 + size]  # one copy; the codec reads a bytearray as it reads bytes
-            pos += 4 + size
-            self._dispatch(frame)
-            if self._closing or self._close_when_drained:
-                return
-        if pos:
-            del buf[:pos]
+            if end - pos - 4 >= size:
+                frame = buf[pos + 4 : pos + 4 + size]
+                pos += 4 + size
+                self._dispatch(frame)
+                if self._closing or self._close_when_drained:
+                    return
+                continue
+            if size >= _LARGE_FRAME:
+                frame = bytearray(size)
+                have = end - pos - 4
+                frame[:have] = self._scratch_view[pos + 4 : end]
+                self._frame = frame
+                self._frame_view = memoryview(frame)
+                self._frame_filled = have
+                pos = end
+            break
+        # What is left is less than one small frame: move it to the front so the scratch never fills up.
+        remaining = end - pos
+        if remaining and pos:
+            buf[:remaining] = self._scratch_view[pos:end]
+        self._scratch_end = remaining
 
     # -- requests --------------------------------------------------------------------------------------------
     def _dispatch(self, frame: bytearray) -> None:

@@ -31,7 +31,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from sofakafka.broker.purgatory import DelayedOperation, DelayedOperationPurgatory
 from sofakafka.protocol.errors import ErrorCode, KafkaError
@@ -377,8 +377,13 @@ class ReplicaManager:
             buf = bytearray(convert_to_v2(view, compression=target))
         elif not validation.in_place:
             buf = _recompress(view, validation, target)
-        else:
+        elif view.readonly:
             buf = bytearray(view)
+        else:
+            # The request frame is this request's own bytearray (see connection.py): offsets are stamped into
+            # it in place instead of into a copy. Log only needs a writable buffer, which a memoryview of a
+            # bytearray is.
+            buf = cast(bytearray, view)
         info = lg.append_as_leader(buf, part.leader_epoch)
         part.maybe_increment_high_watermark()
         return ProducePartitionResult(

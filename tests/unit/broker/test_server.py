@@ -257,3 +257,22 @@ def test_metadata_creates_the_offsets_topic_with_its_own_settings(tmp_path: Path
         assert b.broker.metadata().topic_config("__consumer_offsets")["cleanup.policy"] == "compact"
         (tx,) = c.call(_metadata("__transaction_state"), 9).topics
         assert tx.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_large_frames_split_across_reads_and_mixed_with_small_ones(broker: BrokerThread) -> None:
+    """A frame above the scratch buffer's size is read straight into its own buffer; small frames around it
+    are still cut correctly, whatever the TCP segmentation."""
+    with Client(broker.port) as c:
+        _create_topic(c, "bigframes")
+        big = c.frame(_produce("bigframes", _batch(3, value=b"b" * 200_000)), 8, correlation_id=2)
+        stream = c.frame(ApiVersionsRequest(), 0, correlation_id=1) + big + c.frame(ApiVersionsRequest(), 0,
+                                                                                    correlation_id=3)
+        cuts = [0, 3, 4, 10, 70_000, 70_001, 400_000, len(stream) - 5, len(stream)]
+        for a, b_ in zip(cuts, cuts[1:], strict=False):
+            c.sock.sendall(stream[a:b_])
+            time.sleep(0.01)  # let the broker see each piece on its own (exercises partial frames)
+        got = [c.receive() for _ in range(3)]
+        assert [cid for cid, _ in got] == [1, 2, 3]
+        assert got[1][1].responses[0].partitions[0].error_code == ErrorCode.NONE
+        p = c.call(_fetch("bigframes", 0, max_wait=0, min_bytes=0), 11).topics[0].partitions[0]
+        assert p.high_watermark == 3 and len(bytes(p.records)) > 600_000
