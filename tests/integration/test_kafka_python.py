@@ -68,7 +68,12 @@ def create_topic(broker: BrokerProcess, topic: str, api_version: tuple[int, ...]
 
 
 def produce(
-    broker: BrokerProcess, topic: str, api_version: tuple[int, ...], codec: str | None, records: list[Rec]
+    broker: BrokerProcess,
+    topic: str,
+    api_version: tuple[int, ...],
+    codec: str | None,
+    records: list[Rec],
+    timestamps: bool = True,
 ) -> list[int]:
     producer = KafkaProducer(
         bootstrap_servers=broker.bootstrap,
@@ -86,7 +91,7 @@ def produce(
                 key=r.key,
                 value=r.value,
                 headers=list(r.headers) if api_version >= (0, 11) else None,
-                timestamp_ms=r.timestamp_ms,
+                timestamp_ms=r.timestamp_ms if timestamps else None,
                 partition=0,
             )
             for r in records
@@ -218,3 +223,33 @@ def test_records_cross_message_formats_between_releases(
     assert [(m.key, m.value, m.timestamp) for m in got] == [(r.key, r.value, r.timestamp_ms) for r in sent]
     if consumer_version >= (0, 11):
         assert all(list(m.headers) == [] for m in got)
+
+
+@pytest.mark.parametrize(
+    "producer_version,consumer_version",
+    [((2, 6), (0, 9)), ((0, 9), (2, 6))],
+    ids=lambda v: ".".join(map(str, v)),
+)
+def test_message_format_v0_both_ways(
+    broker: BrokerProcess,
+    topic_name: str,
+    producer_version: tuple[int, ...],
+    consumer_version: tuple[int, ...],
+) -> None:
+    """0.9-era clients (Produce/Fetch v0-1, message format v0, no timestamps) are older than the issue's
+    range but still spoken by 2.6: their messages are stored as v2 batches without timestamps, and stored
+    batches reach them as v0 messages."""
+    create_topic(broker, topic_name, (2, 6))
+    sent: list[Rec] = []
+    for codec in [None, "gzip", "snappy"]:
+        records = make_records(3, tag=f"v0-{codec}", with_headers=False)
+        offsets = produce(
+            broker, topic_name, producer_version, codec, records, timestamps=producer_version >= (0, 10)
+        )
+        assert offsets == list(range(len(sent), len(sent) + len(records)))
+        sent += records
+    got = consume_all(broker, topic_name, consumer_version, len(sent))
+    assert [(m.offset, m.key, m.value) for m in got] == [(i, r.key, r.value) for i, r in enumerate(sent)]
+    # No timestamp: a v2 record carries -1; kafka-python shows a v0 message's absent field as None.
+    no_timestamp = None if consumer_version < (0, 10) else -1
+    assert [m.timestamp for m in got] == [no_timestamp] * len(sent)
