@@ -97,3 +97,34 @@ def test_kafka_python_admin_calls(broker: BrokerProcess, topic_name: str) -> Non
         )
     finally:
         admin.close()
+
+
+def test_recreated_topic_starts_empty(broker: BrokerProcess, topic_name: str) -> None:
+    """Deleting a topic deletes its data: a topic created again under the same name starts at offset 0."""
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    spec = {topic_name: {"num_partitions": 1, "replication_factor": 1}}
+    tp = TopicPartition(topic_name, 0)
+    try:
+        for generation in range(2):
+            wait_for(
+                "the topic name to be free",
+                lambda: (
+                    True
+                    if admin.describe_topics([topic_name])[0]["error_code"] == UNKNOWN_TOPIC_OR_PARTITION
+                    else None
+                ),
+            )
+            admin.create_topics(spec, wait_for_metadata=True)
+            p = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=5)
+            try:
+                futures = [
+                    p.send(topic_name, value=b"gen%d-%d" % (generation, i), partition=0) for i in range(5)
+                ]
+                p.flush(timeout=30)
+                assert [f.get(timeout=30).offset for f in futures] == list(range(5))
+            finally:
+                p.close(timeout=10)
+            assert admin.list_partition_offsets({tp: OffsetSpec.LATEST})[tp].offset == 5
+            assert admin.delete_topics([topic_name])["topics"][0]["error_code"] == 0
+    finally:
+        admin.close()
