@@ -5,8 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-# kcat: Debian's librdkafka-based client, a peer in tests/integration; nodejs/npm run kafkajs there.
-APT_PACKAGES=(kcat nodejs)
+# python3-venv: the venv below; kcat: Debian's librdkafka-based client, a peer in tests/integration;
+# nodejs/npm run kafkajs there.
+APT_PACKAGES=(python3-venv kcat nodejs)
 # npm is its own Debian package, but a nodejs from elsewhere bundles it and would conflict with Debian's.
 command -v npm >/dev/null 2>&1 || APT_PACKAGES+=(npm)
 if [ ${#APT_PACKAGES[@]} -gt 0 ]; then
