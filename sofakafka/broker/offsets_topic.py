@@ -3,8 +3,8 @@
 The coordinator (:mod:`sofakafka.broker.group`) is pure logic; this module gives it a world:
 
 * its :class:`~sofakafka.broker.group.RecordWriter` appends one v2 batch per call through the replica manager,
-  as an internal client with acks=-1 and ``offsets.commit.timeout.ms``, so a commit is acknowledged only once
-  its records are as durable as any acks=all produce;
+  as an internal client with ``offsets.commit.required.acks`` (-1 by default) and ``offsets.commit.timeout.ms``,
+  so a commit is acknowledged only once its records are as durable as any acks=all produce;
 * its timers run on the event loop (``LoopScheduler``);
 * it learns which offsets partitions it coordinates by following the replica manager after every metadata
   change (:meth:`GroupCoordinatorRuntime.on_metadata_applied`): a partition this broker starts leading is
@@ -57,6 +57,8 @@ GROUP_METADATA_TOPIC = "__consumer_offsets"
 # Produce v8 accepts every codec (zstd needs v7+) and is what a 2.6 broker's own appends correspond to.
 _INTERNAL_PRODUCE_VERSION = 8
 
+_LOAD_RETRY_MS = 5000
+
 LoadedRecords = list[tuple[bytes | None, bytes | None]]
 
 
@@ -103,10 +105,11 @@ class OffsetsTopicWriter:
     """The coordinator's RecordWriter: one internal acks=-1 append per call, answered on the loop."""
 
     def __init__(self, replica_manager: Callable[[], ReplicaManager], *, compression_codec: int,
-                 timeout_ms: int) -> None:
+                 timeout_ms: int, required_acks: int = -1) -> None:
         self._replica_manager = replica_manager
         self._compression = compression_codec
         self._timeout_ms = timeout_ms
+        self._required_acks = required_acks
         # Tasks are kept referenced until they finish: the loop holds only weak references to them.
         self._in_flight: set[asyncio.Task[None]] = set()
         self.closed = False
@@ -133,7 +136,7 @@ class OffsetsTopicWriter:
         tp = (GROUP_METADATA_TOPIC, partition)
         try:
             results = await self._replica_manager().append_records(
-                acks=-1, timeout_ms=self._timeout_ms, entries=[(tp, batch)],
+                acks=self._required_acks, timeout_ms=self._timeout_ms, entries=[(tp, batch)],
                 produce_version=_INTERNAL_PRODUCE_VERSION)
             result = results[tp]
             code = ErrorCode(result.error_code)
@@ -175,6 +178,8 @@ class GroupCoordinatorRuntime:
             lambda: broker.replica_manager,
             compression_codec=config.get_int("offsets.topic.compression.codec"),
             timeout_ms=config.get_int("offsets.commit.timeout.ms"),
+            # Kafka 2.6 appends group metadata and offsets alike with offsets.commit.required.acks (default -1).
+            required_acks=config.get_int("offsets.commit.required.acks"),
         )
         existing = broker.metadata().topics.get(GROUP_METADATA_TOPIC)
         # The topic's real partition count decides where groups live; the config only matters at creation.
@@ -243,11 +248,17 @@ class GroupCoordinatorRuntime:
             raise
         except Exception:
             # The partition stays in loading (its groups answer COORDINATOR_LOAD_IN_PROGRESS) rather than
-            # serving a state that misses what the log holds.
-            log.exception("loading %s-%d failed", GROUP_METADATA_TOPIC, partition)
+            # serving a state that misses what the log holds; it is tried again a little later.
+            log.exception("loading %s-%d failed; retrying in %d ms", GROUP_METADATA_TOPIC, partition,
+                          _LOAD_RETRY_MS)
+            asyncio.get_running_loop().call_later(_LOAD_RETRY_MS / 1000, self._retry_loads)
         finally:
             if self._loads.get(partition) is asyncio.current_task():
                 del self._loads[partition]
+
+    def _retry_loads(self) -> None:
+        if not self._stopped:
+            self.on_metadata_applied(self._broker.metadata())
 
     # -- creation on first use -----------------------------------------------------------------------------------------
     async def create_topic(self, requested_by: str | None) -> ErrorCode:
