@@ -317,6 +317,9 @@ class GroupCoordinator:
     # ------------------------------------------------------------------ writing
 
     def _append(self, group_id: str, records: Sequence[OffsetsRecord], done: Callable[[ErrorCode], None]) -> None:
+        self._append_to(self.partition_for(group_id), records, done)
+
+    def _append_to(self, partition: int, records: Sequence[OffsetsRecord], done: Callable[[ErrorCode], None]) -> None:
         answered = False
 
         def once(error: ErrorCode) -> None:
@@ -326,7 +329,7 @@ class GroupCoordinator:
             answered = True
             done(ErrorCode(error))
 
-        self._writer.append(self.partition_for(group_id), list(records), once)
+        self._writer.append(partition, list(records), once)
 
     def _group_record(self, group: GroupMetadata, assignment: dict[str, bytes]) -> OffsetsRecord:
         protocol = group.protocol_name
@@ -804,7 +807,10 @@ class GroupCoordinator:
                                            protocol_type=group.protocol_type, protocol_name=group.protocol_name,
                                            leader_id=current_leader))
                     else:
-                        members = group.current_member_metadata() if group.is_leader(new_member_id) else ()
+                        # The generation's leader stays the one its members were told (Kafka 2.6 answers
+                        # with the leader as it was before the replacement); only that leader gets members.
+                        leads = current_leader == new_member_id
+                        members = group.current_member_metadata() if leads else ()
                         group.maybe_invoke_join(member, JoinResult(
                             error=E.NONE, member_id=new_member_id, generation_id=group.generation_id,
                             protocol_type=group.protocol_type, protocol_name=group.protocol_name,
@@ -1311,47 +1317,69 @@ class GroupCoordinator:
         self, work: list[tuple[GroupMetadata, set[TopicPartition]]],
         respond: Callable[[dict[str, int]], None], force_dead: bool,
     ) -> None:
-        """GroupMetadataManager.cleanupGroupMetadata: drop offsets, kill groups left Empty without offsets,
-        and write the tombstones, one batch per __consumer_offsets partition."""
+        """GroupMetadataManager.cleanupGroupMetadata: drop offsets, kill groups left Empty without offsets.
+
+        Unlike Kafka, which forgets first and writes the tombstones fire-and-forget, the offsets go only when
+        the tombstones are acknowledged (replayed like any record), so a failed write cannot leave memory and
+        log disagreeing. A dying group turns Dead at once, so nobody joins or commits into it meanwhile, and
+        comes back Empty, as the log still has it, if the write fails.
+        """
         batches: dict[int, list[OffsetsRecord]] = {}
-        groups_of: dict[int, list[str]] = {}
+        groups_of: dict[int, list[tuple[GroupMetadata, bool]]] = {}
         for group, tps in work:
-            records = []
-            for tp in sorted(tps):
-                if group.offsets.pop(tp, None) is not None:
-                    records.append(OffsetsRecord(encode_key(OffsetKey(group.group_id, tp[0], tp[1])), None))
-            if force_dead or (group.is_state(S.EMPTY) and not group.offsets and not group.pending_offset_commits):
-                if force_dead:
-                    for tp in list(group.offsets):
-                        del group.offsets[tp]
-                        records.append(OffsetsRecord(encode_key(OffsetKey(group.group_id, tp[0], tp[1])), None))
-                self._drop_group(group, E.COORDINATOR_NOT_AVAILABLE)
-                del self._groups[group.group_id]
+            doomed = set(group.offsets) if force_dead else tps & set(group.offsets)
+            dies = force_dead or (
+                group.is_state(S.EMPTY) and set(group.offsets) <= doomed and not group.pending_offset_commits)
+            records = [OffsetsRecord(encode_key(OffsetKey(group.group_id, t, p)), None) for t, p in sorted(doomed)]
+            if dies:
                 records.append(OffsetsRecord(encode_key(GroupMetadataKey(group.group_id)), None))
-            partition = self.partition_for(group.group_id)
-            groups_of.setdefault(partition, []).append(group.group_id)
+                self._drop_group(group, E.COORDINATOR_NOT_AVAILABLE)
             if records:
+                partition = self.partition_for(group.group_id)
                 batches.setdefault(partition, []).extend(records)
+                groups_of.setdefault(partition, []).append((group, dies))
         results: dict[str, int] = {}
         remaining = len(batches)
         if remaining == 0:
             respond(results)
             return
 
-        def written(partition: int, error: ErrorCode) -> None:
+        def written(partition: int, records: list[OffsetsRecord], error: ErrorCode) -> None:
             nonlocal remaining
-            mapped = _store_group_error(error)
-            for group_id in groups_of[partition]:
-                results[group_id] = mapped
+            by_group: dict[str, list[OffsetsRecord]] = {}
+            for record in records:
+                by_group.setdefault(decode_key(record.key).group, []).append(record)
+            for group, dies in groups_of[partition]:
+                current = self._groups.get(group.group_id) is group
+                if error is E.NONE:
+                    for record in by_group.get(group.group_id, []):
+                        if isinstance(decode_key(record.key), OffsetKey):
+                            self._replay_offset(group, record)
+                    if dies and current:
+                        del self._groups[group.group_id]
+                elif dies and current:
+                    self._groups[group.group_id] = self._revived(group)
+                results[group.group_id] = _store_group_error(error)
             remaining -= 1
             if remaining == 0:
                 respond(results)
 
-        def done_for(partition: int) -> Callable[[ErrorCode], None]:
-            return lambda error: written(partition, ErrorCode(error))
+        def done_for(partition: int, records: list[OffsetsRecord]) -> Callable[[ErrorCode], None]:
+            return lambda error: written(partition, records, ErrorCode(error))
 
         for partition, records in batches.items():
-            self._writer.append(partition, records, done_for(partition))
+            self._append_to(partition, records, done_for(partition, records))
+
+    def _revived(self, dead: GroupMetadata) -> GroupMetadata:
+        """The Empty group the log still holds after its tombstones failed to write."""
+        group = GroupMetadata(
+            dead.group_id,
+            protocol_type=dead.protocol_type,
+            generation_id=dead.generation_id,
+            current_state_timestamp=dead.current_state_timestamp,
+        )
+        group.offsets = dict(dead.offsets)
+        return group
 
 
 def _join_response(result: JoinResult, version: int) -> JoinGroupResponse:
