@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import struct
 import time
 from collections.abc import Iterator
@@ -268,7 +269,7 @@ def test_large_frames_split_across_reads_and_mixed_with_small_ones(broker: Broke
         stream = c.frame(ApiVersionsRequest(), 0, correlation_id=1) + big + c.frame(ApiVersionsRequest(), 0,
                                                                                     correlation_id=3)
         cuts = [0, 3, 4, 10, 70_000, 70_001, 400_000, len(stream) - 5, len(stream)]
-        for a, b_ in zip(cuts, cuts[1:], strict=False):
+        for a, b_ in itertools.pairwise(cuts):
             c.sock.sendall(stream[a:b_])
             time.sleep(0.01)  # let the broker see each piece on its own (exercises partial frames)
         got = [c.receive() for _ in range(3)]
