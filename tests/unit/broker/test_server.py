@@ -277,3 +277,19 @@ def test_large_frames_split_across_reads_and_mixed_with_small_ones(broker: Broke
         assert got[1][1].responses[0].partitions[0].error_code == ErrorCode.NONE
         p = c.call(_fetch("bigframes", 0, max_wait=0, min_bytes=0), 11).topics[0].partitions[0]
         assert p.high_watermark == 3 and len(bytes(p.records)) > 600_000
+
+
+def test_each_listener_advertises_its_own_endpoint(tmp_path: Path) -> None:
+    overrides = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL",
+    }
+    with running_broker(tmp_path, overrides) as b:
+        assert b.broker is not None
+        bound = {lst.listener_name: lst for lst in b.broker.listeners}
+        assert set(bound) == {"PLAINTEXT", "INTERNAL"} and bound["PLAINTEXT"].port != bound["INTERNAL"].port
+        for name in ("PLAINTEXT", "INTERNAL"):
+            with Client(bound[name].port) as c:
+                (broker,) = c.call(MetadataRequest(topics=[]), 9).brokers
+                assert (broker.host, broker.port) == ("127.0.0.1", bound[name].port)
