@@ -5,7 +5,8 @@ Appends each partition's record data through the replica manager: validation on 
 RECORD_LIST_TOO_LARGE above ``segment.bytes``, UNSUPPORTED_COMPRESSION_TYPE for zstd below v7), v0/v1
 message sets converted to one v2 batch for storage, offsets assigned in place. acks=1 answers after the
 leader's append, acks=-1 after the high watermark passes the appended offsets (through the produce
-purgatory), acks=0 sends no response at all, as Kafka does; any other acks value is INVALID_REQUIRED_ACKS.
+purgatory), acks=0 sends no response at all, as Kafka does; any other acks value is INVALID_REQUIRED_ACKS. Clients may
+not write to the internal topics (INVALID_TOPIC_EXCEPTION), except Kafka's ``__admin_client``.
 
 Version notes: v2+ carries ``log_append_time_ms`` (-1 unless the topic uses LogAppendTime), v3+ the
 transactional id and exactly one v2 batch per partition, v5+ ``log_start_offset``, v8 per-record errors
@@ -15,7 +16,7 @@ transactional id and exactly one v2 batch per partition, v5+ ``log_start_offset`
 from __future__ import annotations
 
 from sofakafka.broker.handlers import RequestContext, handles
-from sofakafka.broker.replica_manager import TopicPartition
+from sofakafka.broker.replica_manager import ProducePartitionResult, TopicPartition
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.messages.produce import ProduceRequest, ProduceResponse
@@ -25,20 +26,32 @@ TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = TopicResponse.PartitionProduceResponse
 RecordError = PartitionResponse.BatchIndexAndErrorMessage
 
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+# Kafka lets only its admin tooling write to internal topics directly; coordinators append without a request.
+ADMIN_CLIENT_ID = "__admin_client"
+
 
 @handles(ApiKey.PRODUCE, 0, 8)
 async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     version = ctx.api_version
     entries: list[tuple[TopicPartition, Buffer | None]] = []
+    refused: dict[TopicPartition, ProducePartitionResult] = {}
+    internal_allowed = ctx.client_id == ADMIN_CLIENT_ID
     for topic in request.topics:
         for p in topic.partitions:
-            entries.append(((topic.name, p.partition_index), p.records))
+            tp = (topic.name, p.partition_index)
+            if topic.name in INTERNAL_TOPICS and not internal_allowed:
+                refused[tp] = ProducePartitionResult(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                                     error_message=f"Cannot append to internal topic {topic.name}")
+            else:
+                entries.append((tp, p.records))
     results = await ctx.broker.replica_manager.append_records(
         acks=request.acks,
         timeout_ms=request.timeout_ms,
         entries=entries,
         produce_version=version,
-    )
+    ) if entries else {}
+    results.update(refused)
     if request.acks == 0:
         return None
     responses: dict[str, list[PartitionResponse]] = {}

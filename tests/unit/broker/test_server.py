@@ -293,3 +293,15 @@ def test_each_listener_advertises_its_own_endpoint(tmp_path: Path) -> None:
             with Client(bound[name].port) as c:
                 (broker,) = c.call(MetadataRequest(topics=[]), 9).brokers
                 assert (broker.host, broker.port) == ("127.0.0.1", bound[name].port)
+
+
+def test_clients_cannot_produce_to_internal_topics(broker: BrokerThread) -> None:
+    with Client(broker.port) as c:
+        _create_topic(c, "plain")
+        t = ProduceRequest.TopicProduceData
+        resp = c.call(ProduceRequest(acks=1, timeout_ms=5000, topics=[
+            t(name="__consumer_offsets", partitions=[t.PartitionProduceData(partition_index=0, records=_batch(1))]),
+            t(name="plain", partitions=[t.PartitionProduceData(partition_index=0, records=_batch(1))]),
+        ]), 8)
+        codes = {r.name: r.partitions[0].error_code for r in resp.responses}
+        assert codes == {"__consumer_offsets": ErrorCode.INVALID_TOPIC_EXCEPTION, "plain": ErrorCode.NONE}
