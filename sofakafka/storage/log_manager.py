@@ -17,6 +17,7 @@ each Log's own lock.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import threading
@@ -105,6 +106,7 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, Path] = {}
         self._pending_dir_deletes: list[tuple[int, Path]] = []
+        self._dir_locks: list[int] = []
         self._started = False
 
     # -- start-up -------------------------------------------------------------------------------------------
@@ -112,6 +114,21 @@ class LogManager:
         if self._topic_configs is not None:
             return self._topic_configs(topic)
         return self.default_config
+
+    def _lock_dir(self, log_dir: Path) -> None:
+        """Hold an exclusive lock on ``<dir>/.lock`` (as Kafka does) so two brokers never share a log dir."""
+        fd = os.open(log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise LogDirError(f"log directory {log_dir} is locked by another process") from None
+        self._dir_locks.append(fd)
+
+    def _unlock_dirs(self) -> None:
+        for fd in self._dir_locks:
+            os.close(fd)  # closing the descriptor releases the flock
+        self._dir_locks = []
 
     def _check_meta_properties(self, log_dir: Path) -> None:
         path = log_dir / META_PROPERTIES
@@ -131,47 +148,56 @@ class LogManager:
         write_meta_properties(path, self.broker_id, self.cluster_id)
 
     def startup(self) -> None:
-        """Load every log in every dir (blocking; recovery may read whole segments)."""
+        """Lock and load every log dir (blocking; recovery may read whole segments)."""
         with self._lock:
             if self._started:
                 return
-            jobs: list[tuple[Path, Path, bool, dict[TopicPartition, int], dict[TopicPartition, int]]] = []
-            for log_dir in self.log_dirs:
-                log_dir.mkdir(parents=True, exist_ok=True)
-                self._check_meta_properties(log_dir)
-                clean = (log_dir / CLEAN_SHUTDOWN_FILE).exists()
-                recovery_points = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).read()
-                start_offsets = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).read()
-                for child in sorted(log_dir.iterdir()):
-                    if not child.is_dir():
-                        continue
-                    if child.name.endswith(DELETE_DIR_SUFFIX):
-                        self._pending_dir_deletes.append((0, child))
-                        continue
-                    if child.name.endswith(FUTURE_DIR_SUFFIX):
-                        continue
-                    try:
-                        parse_topic_partition(child.name)
-                    except ValueError:
-                        continue  # not a partition directory (e.g. the embedded metadata store)
-                    jobs.append((log_dir, child, clean, recovery_points, start_offsets))
-            with ThreadPoolExecutor(max_workers=self._threads * len(self.log_dirs),
-                                    thread_name_prefix="log-recovery") as pool:
-                loaded = list(pool.map(lambda job: (job[0], self._load_log(*job)), jobs))
-            high_watermarks = self.load_high_watermarks()
-            for log_dir, lg in loaded:
-                tp = (lg.topic, lg.partition)
-                if tp in high_watermarks:
-                    lg.update_high_watermark(high_watermarks[tp])
-                if tp in self._logs:
-                    raise LogDirError(f"partition {tp} found in both {self._log_dir_of[tp]} and {log_dir}")
-                self._logs[tp] = lg
-                self._log_dir_of[tp] = log_dir
-            for log_dir in self.log_dirs:
-                (log_dir / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
-                fsync_dir(log_dir)
-            self._delete_pending_dirs(1 << 62)
+            try:
+                for log_dir in self.log_dirs:
+                    log_dir.mkdir(parents=True, exist_ok=True)
+                    self._lock_dir(log_dir)
+                self._load_all()
+            except BaseException:
+                self._unlock_dirs()
+                raise
             self._started = True
+
+    def _load_all(self) -> None:
+        jobs: list[tuple[Path, Path, bool, dict[TopicPartition, int], dict[TopicPartition, int]]] = []
+        for log_dir in self.log_dirs:
+            self._check_meta_properties(log_dir)
+            clean = (log_dir / CLEAN_SHUTDOWN_FILE).exists()
+            recovery_points = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).read()
+            start_offsets = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).read()
+            for child in sorted(log_dir.iterdir()):
+                if not child.is_dir():
+                    continue
+                if child.name.endswith(DELETE_DIR_SUFFIX):
+                    self._pending_dir_deletes.append((0, child))
+                    continue
+                if child.name.endswith(FUTURE_DIR_SUFFIX):
+                    continue
+                try:
+                    parse_topic_partition(child.name)
+                except ValueError:
+                    continue  # not a partition directory (e.g. the embedded metadata store)
+                jobs.append((log_dir, child, clean, recovery_points, start_offsets))
+        with ThreadPoolExecutor(max_workers=self._threads * len(self.log_dirs),
+                                thread_name_prefix="log-recovery") as pool:
+            loaded = list(pool.map(lambda job: (job[0], self._load_log(*job)), jobs))
+        high_watermarks = self.load_high_watermarks()
+        for log_dir, lg in loaded:
+            tp = (lg.topic, lg.partition)
+            if tp in high_watermarks:
+                lg.update_high_watermark(high_watermarks[tp])
+            if tp in self._logs:
+                raise LogDirError(f"partition {tp} found in both {self._log_dir_of[tp]} and {log_dir}")
+            self._logs[tp] = lg
+            self._log_dir_of[tp] = log_dir
+        for log_dir in self.log_dirs:
+            (log_dir / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
+            fsync_dir(log_dir)
+        self._delete_pending_dirs(1 << 62)
 
     def _load_log(self, log_dir: Path, path: Path, clean: bool, recovery_points: Mapping[TopicPartition, int],
                   start_offsets: Mapping[TopicPartition, int]) -> Log:
@@ -291,6 +317,18 @@ class LogManager:
         return sum(1 for lg in self.all_logs if not lg.closed and lg.maybe_flush(now))
 
     # -- shutdown ----------------------------------------------------------------------------------------------
+    def abandon(self) -> None:
+        """Drop every descriptor and dir lock without flushing, trimming or marking: exactly what a killed
+        broker leaves on disk. For fault-injection tests; a real stop is ``shutdown``."""
+        with self._lock:
+            for lg in self._logs.values():
+                if not lg.closed:
+                    lg.close_handlers()
+            self._logs.clear()
+            self._log_dir_of.clear()
+            self._unlock_dirs()
+            self._started = False
+
     def shutdown(self) -> None:
         """Flush and close every log, write the checkpoints and the clean-shutdown marker (blocking)."""
         with self._lock:
@@ -308,4 +346,5 @@ class LogManager:
                 fsync_dir(log_dir)
             self._logs.clear()
             self._log_dir_of.clear()
+            self._unlock_dirs()
             self._started = False

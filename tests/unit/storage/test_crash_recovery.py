@@ -28,7 +28,7 @@ def write_log(root: Path, sizes: list[tuple[int, int]], config: LogConfig) -> li
         buf = make_batch(count, value_size=value_size)
         log.append_as_leader(buf, 1)
         written.append((log.active_segment.base_offset, bytes(buf)))
-    log.close_handlers()
+    manager.abandon()
     return written
 
 

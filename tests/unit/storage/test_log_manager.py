@@ -75,7 +75,11 @@ def test_log_dir_files_have_kafkas_names_and_formats(tmp_path: Path) -> None:
 
 
 def test_meta_properties_mismatch_is_refused(tmp_path: Path) -> None:
-    LogManager([tmp_path], broker_id=1, cluster_id="x").startup()
+    first = LogManager([tmp_path], broker_id=1, cluster_id="x")
+    first.startup()
+    with pytest.raises(LogDirError, match="locked"):
+        LogManager([tmp_path], broker_id=1).startup()  # a second broker on the same dir
+    first.shutdown()
     with pytest.raises(LogDirError, match=r"broker\.id"):
         LogManager([tmp_path], broker_id=2).startup()
     with pytest.raises(LogDirError, match=r"cluster\.id"):
@@ -92,7 +96,7 @@ def test_unclean_start_recovers_from_the_recovery_point(tmp_path: Path) -> None:
     log.flush()
     manager.checkpoint_recovery_points()
     log.append_as_leader(make_batch(2, value_size=50), 0)
-    log.close_handlers()  # crash: no marker, no trimming
+    manager.abandon()  # crash: no marker, no trimming
     segment = sorted((tmp_path / "t-0").glob("*.log"))[-1]
     with open(segment, "ab") as f:
         f.write(b"\x00" * 7 + b"\x01" + b"\xff" * 30)
