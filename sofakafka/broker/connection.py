@@ -237,6 +237,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             client_host=self.peer[0],
             client_port=self.peer[1],
             connection_state=self._connection_state,
+            close_connection=self.close_for,
         )
         task = asyncio.get_running_loop().create_task(self._run(spec.handler, ctx, body, slot))
         self._tasks.add(task)

@@ -59,6 +59,9 @@ class RequestContext:
     principal: str = "User:ANONYMOUS"
     # Connection-scoped state handlers may keep (e.g. a SASL exchange later); dies with the connection.
     connection_state: dict[str, Any] = field(default_factory=dict)
+    # Closes the connection (with the reason logged) once the responses before this request are sent: how a
+    # handler that sends no response tells the client something went wrong (Produce acks=0 does).
+    close_connection: Callable[[str], None] = field(default=lambda reason: None)
 
     @property
     def api_key(self) -> int:

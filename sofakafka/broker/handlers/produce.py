@@ -5,7 +5,8 @@ Appends each partition's record data through the replica manager: validation on 
 RECORD_LIST_TOO_LARGE above ``segment.bytes``, UNSUPPORTED_COMPRESSION_TYPE for zstd below v7), v0/v1
 message sets converted to one v2 batch for storage, offsets assigned in place. acks=1 answers after the
 leader's append, acks=-1 after the high watermark passes the appended offsets (through the produce
-purgatory), acks=0 sends no response at all, as Kafka does; any other acks value is INVALID_REQUIRED_ACKS. Clients may
+purgatory), acks=0 sends no response at all, as Kafka does, and closes the connection when a partition failed (the only
+signal such a client gets); any other acks value is INVALID_REQUIRED_ACKS. Clients may
 not write to the internal topics (INVALID_TOPIC_EXCEPTION), except Kafka's ``__admin_client``.
 
 Version notes: v2+ carries ``log_append_time_ms`` (-1 unless the topic uses LogAppendTime), v3+ the
@@ -53,6 +54,12 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
     ) if entries else {}
     results.update(refused)
     if request.acks == 0:
+        failed = sorted(f"{t}-{p}: {ErrorCode.for_code(r.error_code).name}" for (t, p), r in results.items()
+                        if r.error_code != ErrorCode.NONE)
+        if failed:
+            # The client expects no answer, so the only way to tell it is to close: it then refreshes its
+            # metadata and finds out, as with Kafka.
+            ctx.close_connection(f"acks=0 produce failed for {', '.join(failed)}")
         return None
     responses: dict[str, list[PartitionResponse]] = {}
     for (topic_name, partition), r in results.items():

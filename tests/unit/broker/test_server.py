@@ -305,3 +305,13 @@ def test_clients_cannot_produce_to_internal_topics(broker: BrokerThread) -> None
         ]), 8)
         codes = {r.name: r.partitions[0].error_code for r in resp.responses}
         assert codes == {"__consumer_offsets": ErrorCode.INVALID_TOPIC_EXCEPTION, "plain": ErrorCode.NONE}
+
+
+def test_a_failed_acks_zero_produce_closes_the_connection(broker: BrokerThread) -> None:
+    """The client asked for no answer, so closing is the only way to tell it (Kafka does the same)."""
+    with Client(broker.port) as c:
+        _create_topic(c, "acks0-failure")
+        t = ProduceRequest.TopicProduceData
+        c.send(ProduceRequest(acks=0, timeout_ms=5000, topics=[
+            t(name="acks0-failure", partitions=[t.PartitionProduceData(partition_index=9, records=_batch(1))])]), 8)
+        assert c.closed_by_peer()
