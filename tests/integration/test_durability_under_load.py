@@ -22,8 +22,8 @@ from tests.integration.helpers import wait_for
 ACKED_BEFORE_STOP = 3000
 
 
-@pytest.mark.parametrize("acks", ["1", "all"])
-@pytest.mark.parametrize("clean", [True, False], ids=["sigterm", "kill-9"])
+# On one broker acks=1 and acks=all both answer after the local append; one pairing each keeps the time down.
+@pytest.mark.parametrize("clean,acks", [(True, "all"), (False, "1")], ids=["sigterm-acks-all", "kill-9-acks-1"])
 def test_stop_mid_stream_keeps_every_acknowledged_record(
     broker_factory: Callable[..., BrokerProcess], clean: bool, acks: str
 ) -> None:
