@@ -286,3 +286,28 @@ def test_failed_group_write_resets_the_rebalance() -> None:
     synced = h.sync("g", r.generation_id, r.member_id, {r.member_id: b"x"}).result()
     assert synced.error_code == E.COORDINATOR_NOT_AVAILABLE
     assert h.coordinator.groups()["g"].state is GroupState.PREPARING_REBALANCE
+
+
+def test_a_repeated_join_answers_the_one_it_replaces() -> None:
+    h = Harness()
+    m1, _ = stable_group_of_one(h)
+    p = h.join_new("g")
+    h.join("g", m1)
+    m2, gen = p.result().member_id, p.result().generation_id
+    h.sync("g", gen, m1, {m1: b"", m2: b""})
+    stale = h.join("g", m1)  # the leader asks for a rebalance; m2 has not rejoined yet
+    assert not stale.done()
+    retry = h.join("g", m1)  # the client gave up on its first JoinGroup and sent another
+    assert stale.result().error_code == E.REBALANCE_IN_PROGRESS  # nothing is left waiting forever
+    assert not retry.done()
+    h.join("g", m2)
+    assert (retry.result().error_code, retry.result().generation_id) == (0, gen + 1)
+
+
+def test_group_max_size_counts_members_awaiting_join_during_a_rebalance() -> None:
+    h = Harness(group_max_size=2, group_initial_rebalance_delay_ms=1000)
+    a, b = h.join_new("g"), h.join_new("g")
+    assert h.join_new("g").result().error_code == E.GROUP_MAX_SIZE_REACHED
+    h.time.advance(3000)
+    assert a.result().generation_id == b.result().generation_id == 1
+    assert len(h.coordinator.groups()["g"].members) == 2
