@@ -559,3 +559,26 @@ def test_timestamp_out_of_range_is_invalid_timestamp(broker: BrokerProcess, topi
     assert end_offset(broker, topic_name) == 0
     now = int(time.time() * 1000)
     assert produce_raw(broker, topic_name, [Record(0, now, b"k", b"new")], 8).error_code == 0
+
+
+def test_record_larger_than_the_fetch_limits_is_still_delivered(
+    broker: BrokerProcess, topic_name: str
+) -> None:
+    """KIP-74 (Fetch v3+): the first batch is returned whole even past max_partition_fetch_bytes and the
+    response's max bytes, or a consumer would be stuck forever on a big record."""
+    new_topic(broker, topic_name)
+    records = [
+        *make_records(2, tag="before", with_headers=False),
+        *make_records(1, tag="big", with_headers=False, value_size=900_000),
+        *make_records(2, tag="after", with_headers=False),
+    ]
+    p = producer(broker, acks=1, linger_ms=0, max_request_size=2_000_000)
+    try:
+        offsets = [send_all(p, topic_name, [r])[0] for r in records]  # one batch per record
+    finally:
+        p.close(timeout=10)
+    assert offsets == list(range(len(records)))
+    got = read_n(
+        broker, topic_name, len(records), max_partition_fetch_bytes=64 * 1024, fetch_max_bytes=128 * 1024
+    )
+    assert [(m.offset, m.value) for m in got] == [(i, r.value) for i, r in enumerate(records)]
