@@ -78,6 +78,7 @@ class Broker:
         self._replica_manager: ReplicaManager | None = None
         self._cleaner: LogCleaner | None = None
         self._producer_ids: ProducerIdManager | None = None
+        self._logs_loaded = False
         self._groups: GroupCoordinatorRuntime | None = None
         self._periodic: list[asyncio.Task[None]] = []
         self._metadata_dirty = False
@@ -213,6 +214,7 @@ class Broker:
             recovery_threads_per_data_dir=config.get_int("num.recovery.threads.per.data.dir"),
         )
         await self.run_blocking(self._log_manager.startup)
+        self._logs_loaded = True
         self._replica_manager = ReplicaManager(self.broker_id, self._log_manager)
         self._groups = GroupCoordinatorRuntime.start(self)
         self._node.cache.add_listener(self._on_metadata_changed)
@@ -369,7 +371,9 @@ class Broker:
                 _quietly("controller", self._node.shutdown)
             if self._replica_manager is not None:
                 _quietly("replica manager", self._replica_manager.shutdown_executors)
-            if self._log_manager is not None:
+            if self._log_manager is not None and self._logs_loaded:
+                # Only a log manager that loaded its logs may write checkpoints and the clean-shutdown marker:
+                # after a failed start-up they would claim that logs nobody recovered are clean.
                 _quietly("log manager", self._log_manager.shutdown)
             if self.store is not None:
                 _quietly("metadata session", self.store.close)

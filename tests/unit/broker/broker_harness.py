@@ -45,13 +45,12 @@ class BrokerThread:
             self.loop = asyncio.get_running_loop()
             self._stop = self.loop.create_future()
             self.broker = Broker(self.config)
-            try:
-                await self.broker.startup()
-            except BaseException as exc:
-                self._error = exc
-                self._ready.set()
-                raise
+            startup = asyncio.ensure_future(self.broker.startup())
+            await asyncio.wait([startup])
+            self._error = startup.exception()  # handed to the test thread, which raises it from start()
             self._ready.set()
+            if self._error is not None:
+                return
             try:
                 await self._stop
             finally:
@@ -86,8 +85,13 @@ class BrokerThread:
     def stop(self) -> None:
         if self.loop is not None and self._stop is not None and not self.loop.is_closed():
             stop = self._stop
+
+            def resolve() -> None:
+                if not stop.done():
+                    stop.set_result(None)
+
             try:
-                self.loop.call_soon_threadsafe(lambda: stop.done() or stop.set_result(None))
+                self.loop.call_soon_threadsafe(resolve)
             except RuntimeError:
                 pass
         self._thread.join(60)

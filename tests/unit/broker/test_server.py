@@ -315,3 +315,16 @@ def test_a_failed_acks_zero_produce_closes_the_connection(broker: BrokerThread) 
         c.send(ProduceRequest(acks=0, timeout_ms=5000, topics=[
             t(name="acks0-failure", partitions=[t.PartitionProduceData(partition_index=9, records=_batch(1))])]), 8)
         assert c.closed_by_peer()
+
+
+def test_a_failed_start_up_leaves_the_log_dirs_as_it_found_them(tmp_path: Path) -> None:
+    """meta.properties of another broker stops start-up; the checkpoints and the absence of a clean-shutdown
+    marker must survive, or the next start would skip recovery of logs nobody checked."""
+    (tmp_path / "meta.properties").write_text("version=0\nbroker.id=5\n")
+    checkpoint = tmp_path / "recovery-point-offset-checkpoint"
+    checkpoint.write_text("0\n1\ntopic 0 42\n")
+    with pytest.raises(Exception, match=r"broker\.id 5"):
+        with running_broker(tmp_path):
+            pass
+    assert checkpoint.read_text() == "0\n1\ntopic 0 42\n"
+    assert not (tmp_path / ".kafka_cleanshutdown").exists()
