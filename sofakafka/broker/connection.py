@@ -1,9 +1,8 @@
 """One client connection: size-prefixed frames in, responses out in request order.
 
-Life of a request: the socket reads into our buffers (``get_buffer``/``buffer_updated``) and complete frames are
-cut off (a size above
-``socket.request.max.bytes``, or negative, closes the connection as soon as the four size bytes arrive, before
-any body is buffered); the header is decoded, the handler for its API key looked up in the registry, the body
+Life of a request: the socket reads into our buffers (``get_buffer``/``buffer_updated``) and complete frames
+are cut off (a size above ``socket.request.max.bytes``, or negative, closes the connection as soon as the four
+size bytes arrive, before any body is buffered); the header is decoded, the handler for its API key looked up in the registry, the body
 decoded, and the handler started as a task. Several requests of one connection may be handled at once (a
 Fetch waiting in purgatory does not hold back the Metadata request behind it), but each request takes a slot
 in a FIFO when it arrives and responses leave in slot order, as Kafka's protocol requires. Produce handlers
@@ -14,12 +13,13 @@ Backpressure, both ways: when ``queued.max.requests`` requests are in flight, or
 is above its high-water mark (a client not reading its responses), reading stops; it resumes when both have
 drained. ``connections.max.idle.ms`` closes a connection with nothing in flight and no traffic for that long.
 
-What closes a connection (logged with the peer and the reason, other connections are untouched): a frame
-that does not decode (the codec raises the ProtocolError family for any malformed bytes), an unknown API key,
+What closes a connection (logged with the peer and the reason, other connections are untouched; the
+requests taken before the offending one are answered first): a frame that does not decode (the codec raises the ProtocolError family for any malformed bytes), an unknown API key,
 a version of an API the codec does not know (Kafka does the same: the response could not be encoded). A known
 API at a version we do not handle is answered with UNSUPPORTED_VERSION when the response body has a top-level
 error code, and closes the connection otherwise. An ApiVersions request of an unknown version gets the KIP-511
-answer. Handler failures are turned into error responses here and only here.
+answer. A handler may ask for the close itself (``RequestContext.close_connection``: a failed acks=0
+Produce). Handler failures are turned into error responses here and only here.
 """
 
 from __future__ import annotations
