@@ -16,6 +16,7 @@ from sofakafka.broker.group.consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
+from sofakafka.broker.group.coordinator import replay_records
 from sofakafka.broker.group.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -171,3 +172,37 @@ def test_subscription_v0_has_no_owned_partitions() -> None:
     raw = encode_subscription(Subscription(("a", "b")))
     assert raw == struct.pack(">hi", 0, 2) + kstr("a") + kstr("b") + b"\xff\xff\xff\xff"
     assert decode_subscription(raw) == Subscription(("a", "b"))
+
+
+ops = st.lists(st.tuples(
+    st.sampled_from(["a", "b"]),
+    st.one_of(st.tuples(st.sampled_from(["t", "u"]), st.integers(0, 2)), st.none()),  # None: the group record
+    st.none() | st.integers(0, 100),  # None: a tombstone
+), max_size=40)
+
+
+@given(ops)
+def test_replay_keeps_the_last_word_on_every_key(operations: list[tuple[str, tuple[str, int] | None, int | None]]) -> None:
+    records: list[tuple[bytes | None, bytes | None]] = [(None, b"ignored: no key")]
+    model_offsets: dict[str, dict[tuple[str, int], int]] = {}
+    model_groups: dict[str, int] = {}
+    for group, tp, n in operations:
+        if tp is None:
+            key = encode_key(GroupMetadataKey(group))
+            value = None if n is None else encode_group_value(GroupMetadataValue("consumer", n, None, None))
+            if n is None:
+                model_groups.pop(group, None)
+            else:
+                model_groups[group] = n
+        else:
+            key = encode_key(OffsetKey(group, *tp))
+            value = None if n is None else encode_offset_value(OffsetValue(n, "", 0))
+            if n is None:
+                model_offsets.get(group, {}).pop(tp, None)
+            else:
+                model_offsets.setdefault(group, {})[tp] = n
+        records.append((key, value))
+    state = replay_records(records)
+    assert {g: v.generation for g, v in state.groups.items()} == model_groups
+    assert {g: {tp: v.offset for tp, v in offs.items()} for g, offs in state.offsets.items() if offs} == {
+        g: offs for g, offs in model_offsets.items() if offs}
