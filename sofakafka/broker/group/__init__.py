@@ -17,7 +17,9 @@ Construction (once per broker, on the event loop thread)::
         scheduler=LoopScheduler(loop),                 # Scheduler: call_later(delay_ms, fn) -> handle.cancel()
         writer=writer,                                 # RecordWriter, below
         partition_count=None,                          # __consumer_offsets partitions if the topic exists
-    )                                                  # with another count; None = offsets.topic.num.partitions
+                                                       # with another count; None = offsets.topic.num.partitions
+        partition_exists=None,                         # (topic, partition) -> bool: OffsetCommit/OffsetDelete
+    )                                                  # answer UNKNOWN_TOPIC_OR_PARTITION when False
     coordinator.start()                                # schedules the offsets.retention expiry sweep
     ...
     coordinator.shutdown()                             # cancels timers, answers waiters NOT_COORDINATOR
@@ -79,6 +81,8 @@ Ownership of ``__consumer_offsets`` partitions (the broker calls these as leader
     unload_partition(partition)             # no longer leader: forget its groups, waiters get NOT_COORDINATOR
     owns(partition) -> bool
     on_topics_deleted(topics)               # writes tombstones for offsets of deleted topics
+    expire_offsets() -> int                 # one offsets.retention sweep now (start() schedules them)
+    groups() -> dict[str, GroupMetadata]    # the live groups, read-only, for tests and tools
 
 Records and codecs (``sofakafka.broker.group.records``): ``OffsetKey``, ``GroupMetadataKey``,
 ``OffsetValue`` (value v0-v3), ``GroupMetadataValue`` / ``MemberValue`` (value v0-v3), ``encode_key``,
