@@ -70,8 +70,13 @@ def _recv_exactly(s: socket.socket, n: int) -> bytes:
 class BrokerProcess:
     """One ``sofakafka serve`` process; ``restart`` reuses the same data dir and port."""
 
-    def __init__(self, base_dir: Path, overrides: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, base_dir: Path, overrides: dict[str, str] | None = None, properties: str | None = None
+    ) -> None:
+        """``overrides`` go on the command line as ``--override``; ``properties``, when given, is the text
+        of a server.properties file passed as the positional argument (the overrides still win)."""
         self.base_dir = base_dir
+        self.properties = properties
         self.data_dir = base_dir / "data"
         self.log_path = base_dir / "broker.log"
         self.port = free_port()
@@ -91,6 +96,8 @@ class BrokerProcess:
 
     def command(self) -> list[str]:
         cmd = [sys.executable, "-m", "sofakafka", "serve"]
+        if self.properties is not None:
+            cmd.append(str(self.base_dir / "server.properties"))
         for key, value in self.overrides.items():
             cmd += ["--override", f"{key}={value}"]
         return cmd
@@ -98,6 +105,8 @@ class BrokerProcess:
     def start(self) -> BrokerProcess:
         assert self.proc is None or self.proc.poll() is not None, "broker already running"
         self.base_dir.mkdir(parents=True, exist_ok=True)
+        if self.properties is not None:
+            (self.base_dir / "server.properties").write_text(self.properties)
         self.starts += 1
         with open(self.log_path, "ab") as log:
             log.write(f"\n===== start #{self.starts}: {' '.join(self.command())}\n".encode())
@@ -195,8 +204,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         _USED_BY_CURRENT_TEST.clear()
 
 
-def _start(tmp: Path, overrides: dict[str, str] | None) -> BrokerProcess:
-    return BrokerProcess(tmp, overrides).start()
+def _start(tmp: Path, overrides: dict[str, str] | None, properties: str | None = None) -> BrokerProcess:
+    return BrokerProcess(tmp, overrides, properties).start()
 
 
 @pytest.fixture(scope="module")
@@ -225,8 +234,10 @@ def broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
     """Brokers of this test alone (own configs, restarts); every one is killed at the end of the test."""
     started: list[BrokerProcess] = []
 
-    def make(overrides: dict[str, str] | None = None, *, name: str = "broker") -> BrokerProcess:
-        b = _start(tmp_path / f"{name}{len(started)}", overrides)
+    def make(
+        overrides: dict[str, str] | None = None, *, properties: str | None = None, name: str = "broker"
+    ) -> BrokerProcess:
+        b = _start(tmp_path / f"{name}{len(started)}", overrides, properties)
         started.append(b)
         return b
 

@@ -3,41 +3,24 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable
 from typing import Any
 
 from kafka import KafkaProducer
 
-from sofakafka.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from tests.integration import wire
 from tests.integration.conftest import BrokerProcess
-from tests.integration.helpers import wait_for
 
 UNKNOWN_TOPIC_OR_PARTITION = 3
 LEADER_NOT_AVAILABLE = 5
 
 
 def metadata(b: BrokerProcess, topic: str, version: int, allow: bool = True) -> Any:
-    request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)])
-    if version >= 4:
-        request.allow_auto_topic_creation = allow
-    with socket.create_connection((b.host, b.port), timeout=30) as s:
-        response = wire.call(s, request, version)
-    assert isinstance(response, MetadataResponse)
-    (t,) = response.topics
-    assert t.name == topic
-    return t
+    return wire.topic_metadata(b.host, b.port, topic, version, allow)
 
 
 def ready(b: BrokerProcess, topic: str) -> Any:
-    def poll() -> Any:
-        t = metadata(b, topic, 1)
-        return (
-            t if t.error_code == 0 and t.partitions and all(p.leader_id == 0 for p in t.partitions) else None
-        )
-
-    return wait_for(f"{topic} to have leaders", poll)
+    return wire.wait_for_leaders(b.host, b.port, topic)
 
 
 def test_auto_creation_uses_num_partitions(broker_factory: Callable[..., BrokerProcess]) -> None:
