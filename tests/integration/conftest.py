@@ -146,11 +146,11 @@ class BrokerProcess:
             f"broker did not answer ApiVersions within {START_TIMEOUT_S}s:\n{self.log_tail()}"
         )
 
-    def stop(self) -> int:
-        """Clean shutdown by SIGTERM, as an init system does; returns the exit code."""
+    def stop(self, sig: signal.Signals = signal.SIGTERM) -> int:
+        """Clean shutdown by SIGTERM, as an init system does (or SIGINT, as Ctrl-C); returns the exit code."""
         if self.proc is None or self.proc.poll() is not None:
             return self.proc.returncode if self.proc is not None else 0
-        self.proc.send_signal(signal.SIGTERM)
+        self.proc.send_signal(sig)
         try:
             return self.proc.wait(STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:

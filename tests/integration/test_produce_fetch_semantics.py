@@ -9,6 +9,7 @@ request, an old Fetch version, a batch with a keyless record), the request goes 
 from __future__ import annotations
 
 import select
+import signal
 import socket
 import struct
 import threading
@@ -582,3 +583,18 @@ def test_record_larger_than_the_fetch_limits_is_still_delivered(
         broker, topic_name, len(records), max_partition_fetch_bytes=64 * 1024, fetch_max_bytes=128 * 1024
     )
     assert [(m.offset, m.value) for m in got] == [(i, r.value) for i, r in enumerate(records)]
+
+
+def test_sigint_is_a_clean_shutdown_too(broker_factory: Callable[..., BrokerProcess], topic_name: str) -> None:
+    b = broker_factory()
+    new_topic(b, topic_name)
+    records = make_records(20, tag="ctrl-c", with_headers=True)
+    p = producer(b, acks=-1)
+    try:
+        assert send_all(p, topic_name, records) == list(range(len(records)))
+    finally:
+        p.close(timeout=10)
+    assert b.stop(signal.SIGINT) == 0, b.log_tail()
+    assert (b.data_dir / ".kafka_cleanshutdown").exists()
+    b.start()
+    assert_same(read_n(b, topic_name, len(records)), records)
