@@ -299,6 +299,9 @@ class Log:
         for seg in self.log_segments()[:-1]:
             seg.offset_index.trim_to_valid_size()
             seg.time_index.trim_to_valid_size()
+            # Checked and trimmed; unmap until a read needs them, so idle segments hold no mappings.
+            seg.offset_index.close_handler()
+            seg.time_index.close_handler()
         active = self.active_segment
         active.resize_indexes(self.config.max_index_size)
         next_offset = active.read_next_offset()
