@@ -80,9 +80,11 @@ class Client:
 
 
 class GroupMachine(RuleBasedStateMachine):
+    INITIAL_DELAY_MS = 0
+
     def __init__(self) -> None:
         super().__init__()
-        self.h = Harness(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=1000)
+        self.h = Harness(group_initial_rebalance_delay_ms=self.INITIAL_DELAY_MS, group_min_session_timeout_ms=1000)
         self.h.log = TrackingLog()
         self.h.coordinator = self.h.new_coordinator()
         for p in range(3):
@@ -322,5 +324,13 @@ class GroupMachine(RuleBasedStateMachine):
         fresh.shutdown()
 
 
+class DelayedGroupMachine(GroupMachine):
+    """The same with Kafka's default group.initial.rebalance.delay.ms, so new groups wait for their members."""
+
+    INITIAL_DELAY_MS = 3000
+
+
 GroupMachine.TestCase.settings = settings(stateful_step_count=60, deadline=None)
+DelayedGroupMachine.TestCase.settings = settings(stateful_step_count=60, deadline=None)
 test_group_coordinator_invariants = GroupMachine.TestCase
+test_group_coordinator_invariants_with_initial_rebalance_delay = DelayedGroupMachine.TestCase
