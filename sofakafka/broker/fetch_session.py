@@ -10,7 +10,9 @@ A Fetch v7+ request names a session id and an epoch:
   changed, and ``forgotten`` ones to drop; every partition of the session is fetched, and the response lists
   only those with news (records, an error, a moved high watermark, last stable offset or log start offset).
   An unknown id is FETCH_SESSION_ID_NOT_FOUND, an epoch other than the expected one
-  INVALID_FETCH_SESSION_EPOCH; the session's epoch advances by one per incremental fetch.
+  INVALID_FETCH_SESSION_EPOCH; the session's epoch advances by one per incremental fetch. Partitions an
+  incremental response carried move to the back of the session's order, so a response cut short by
+  ``max_bytes`` does not starve the partitions behind it.
 
 The cache holds at most ``max.incremental.fetch.session.cache.slots`` sessions. When full, a new session
 replaces the least recently used one if that one has been idle for ``eviction_ms`` (Kafka's two minutes) or
@@ -92,6 +94,10 @@ class FetchContext:
                     changed = True
             if not self.incremental or changed or result.records or result.error_code != ErrorCode.NONE:
                 out.append((req, result))
+                if self.incremental:
+                    # Partitions that just got answered go to the back, so when the response's max_bytes cuts
+                    # a fetch short the next one starts with the partitions that were left out (Kafka does so).
+                    self.session.partitions.move_to_end(req.tp)
         return out
 
 

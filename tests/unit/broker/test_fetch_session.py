@@ -102,3 +102,17 @@ def test_zero_slots_means_no_sessions() -> None:
     cache = FetchSessionCache(0)
     ctx = cache.new_context(0, INITIAL_EPOCH, [req("a", 0)], [], privileged=False)
     assert ctx.session_id == 0 and len(ctx.response_partitions([ok(1)])) == 1
+
+
+def test_answered_partitions_move_to_the_back_of_an_incremental_session() -> None:
+    cache = FetchSessionCache(10)
+    first = cache.new_context(0, INITIAL_EPOCH, [req("a", 0), req("a", 1), req("a", 2)], [], privileged=False)
+    first.response_partitions([ok(1), ok(1), ok(1)])
+    sid = first.session_id
+    full = cache.get(sid)
+    assert full is not None
+    inc = cache.new_context(sid, 1, [], [], privileged=False)
+    assert len(inc.response_partitions([ok(2, records=b"x"), ok(1), ok(1)])) == 1  # only a-0 has news
+    assert list(full.partitions) == [("a", 1), ("a", 2), ("a", 0)]
+    assert [r.tp for r in cache.new_context(sid, 2, [], [], privileged=False).partitions] == [
+        ("a", 1), ("a", 2), ("a", 0)]
