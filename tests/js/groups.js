@@ -51,9 +51,10 @@ const main = async () => {
     return evenly && sharedAll && broadcastAll
   }
   while (!done() && Date.now() < deadline) await sleep(100)
-  const result = { converged: done(), members: members.map((m) => m.state) }
+  // Serialized before disconnecting: each departure rebalances the rest and changes their assignments.
+  const result = JSON.stringify({ converged: done(), members: members.map((m) => m.state) })
   for (const m of members) await m.consumer.disconnect()
-  console.log(JSON.stringify(result))
+  console.log(result)
 }
 
 main().catch((e) => {
