@@ -21,10 +21,14 @@ def main(argv: list[str] | None = None) -> int:
 
     if args and args[0] in cli_admin.VERBS:
         return cli_admin.main(args)
+    if args and args[0] == "cluster":
+        from sofakafka import cluster_launcher
+
+        return cluster_launcher.main(args[1:])
     parser = argparse.ArgumentParser(
         prog="sofakafka", description="A Kafka-compatible broker in Python.",
         epilog="console tools (like Kafka's bin/ scripts): " + ", ".join(f"sofakafka {v}" for v in cli_admin.VERBS)
-        + "; each takes --help")
+        + "; each takes --help. A local cluster: sofakafka cluster up|down|status")
     parser.add_argument("--version", action="version", version=f"sofakafka {__version__}")
     verbs = parser.add_subparsers(dest="verb")
     serve = verbs.add_parser("serve", help="run a broker",
