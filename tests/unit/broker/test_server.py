@@ -328,3 +328,16 @@ def test_a_failed_start_up_leaves_the_log_dirs_as_it_found_them(tmp_path: Path) 
             pass
     assert checkpoint.read_text() == "0\n1\ntopic 0 42\n"
     assert not (tmp_path / ".kafka_cleanshutdown").exists()
+
+
+def test_a_client_that_does_not_read_is_paused_not_buffered_without_bound(broker: BrokerThread) -> None:
+    """Fifty 600 kB fetch responses pile up while the client writes more requests without reading; the broker
+    stops reading at its write high-water mark, and everything arrives, in order, once the client reads."""
+    with Client(broker.port) as c:
+        _create_topic(c, "slowreader")
+        assert c.call(_produce("slowreader", _batch(3, value=b"s" * 200_000)), 8).responses[0].partitions[0] \
+            .error_code == ErrorCode.NONE
+        c.sock.sendall(b"".join(c.frame(_fetch("slowreader", 0, max_wait=0, min_bytes=0), 11) for _ in range(50)))
+        got = [c.receive() for _ in range(50)]
+        assert [cid for cid, _ in got] == sorted(cid for cid, _ in got)
+        assert all(len(bytes(r.topics[0].partitions[0].records)) > 600_000 for _, r in got)
