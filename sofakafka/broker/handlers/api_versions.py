@@ -22,8 +22,16 @@ _SOFTWARE_RE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 Key = ApiVersionsResponse.ApiVersionsResponseKey
 
 
+_cache: tuple[tuple[tuple[int, int, int], ...], list[Key]] = ((), [])
+
+
 def _keys() -> list[Key]:
-    return [Key(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in supported_versions()]
+    """The advertised ranges, rebuilt only when the registry changed (clients ask on every connection)."""
+    global _cache
+    current = tuple(supported_versions())
+    if current != _cache[0]:
+        _cache = (current, [Key(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in current])
+    return _cache[1]
 
 
 @handles(ApiKey.API_VERSIONS)
