@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sofakafka.broker.handlers import REGISTRY, load_handlers, supported_versions
 from sofakafka.protocol.api import ApiKey, request_type, response_type
@@ -341,3 +343,24 @@ def test_a_client_that_does_not_read_is_paused_not_buffered_without_bound(broker
         got = [c.receive() for _ in range(50)]
         assert [cid for cid, _ in got] == sorted(cid for cid, _ in got)
         assert all(len(bytes(r.topics[0].partitions[0].records)) > 600_000 for _, r in got)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_segmentation_of_a_request_stream_is_answered_in_order(broker: BrokerThread, data: st.DataObject
+                                                                    ) -> None:
+    with Client(broker.port) as c:
+        _create_topic(c, "segments")
+        sizes = data.draw(st.lists(st.sampled_from([0, 10, 70_000, 150_000]), min_size=1, max_size=6))
+        stream = b""
+        for i, size in enumerate(sizes, start=1):
+            body = _produce("segments", _batch(1, value=b"q" * size)) if size else ApiVersionsRequest()
+            stream += c.frame(body, 8 if size else 1, correlation_id=i)
+        cuts = sorted(set(data.draw(st.lists(st.integers(min_value=1, max_value=len(stream) - 1), max_size=8))))
+        for a, b_ in itertools.pairwise([0, *cuts, len(stream)]):
+            c.sock.sendall(stream[a:b_])
+        got = [c.receive() for _ in sizes]
+        assert [cid for cid, _ in got] == list(range(1, len(sizes) + 1))
+        for (_, body), size in zip(got, sizes, strict=True):
+            if size:
+                assert body.responses[0].partitions[0].error_code == ErrorCode.NONE
