@@ -62,7 +62,7 @@ from sofakafka.protocol.records import (
 from sofakafka.protocol.records.header import V2_ATTRIBUTES, V2_CRC, V2_HEADER, V2_HEADER_SIZE
 from sofakafka.storage.checkpoints import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from sofakafka.storage.config import LogConfig
-from sofakafka.storage.producer_state import LastRecord, ProducerStateManager
+from sofakafka.storage.producer_state import LastRecord
 from sofakafka.storage.segment import CLEANED_SUFFIX, LogSegment, segment_file
 from sofakafka.storage.transaction_index import AbortedTxn, TransactionIndex
 
@@ -102,7 +102,8 @@ class CleanableLog(Protocol):
     @property
     def log_end_offset(self) -> int: ...
     @property
-    def producer_state(self) -> ProducerStateManager: ...
+    def first_unstable_offset(self) -> int | None: ...
+    def last_records_of_active_producers(self) -> dict[int, LastRecord]: ...
     def log_segments(self, from_offset: int | None = None, to_offset: int | None = None) -> list[LogSegment]: ...
     def new_cleaned_segment(self, base_offset: int) -> LogSegment: ...
     def replace_segments(self, new_segments: list[LogSegment], old_segments: list[LogSegment]) -> None: ...
@@ -314,7 +315,7 @@ def cleanable_offsets(log: CleanableLog, last_clean_offset: int | None, now_ms: 
         first_dirty = checkpoint
 
     candidates = [segments[-1].base_offset]
-    unstable = log.producer_state.first_unstable_offset()
+    unstable = log.first_unstable_offset
     if unstable is not None:
         candidates.append(unstable)
     lag = max(log.config.min_compaction_lag_ms, 0)
@@ -743,7 +744,7 @@ class LogCleaner:
         cleaned = create_cleaned_segment(log_, group[0].base_offset)
         txn_metadata.cleaned_index = cleaned.txn_index
         try:
-            last_records = log_.producer_state.last_records_of_active_producers()
+            last_records = log_.last_records_of_active_producers()
             all_segments = log_.log_segments()
             for i, segment in enumerate(group):
                 upper = group[i + 1].base_offset if i + 1 < len(group) else offset_map.latest_offset + 1

@@ -52,7 +52,13 @@ from sofakafka.storage.errors import (
 )
 from sofakafka.storage.index import INT32_MAX
 from sofakafka.storage.leader_epoch import LeaderEpochFileCache
-from sofakafka.storage.producer_state import AppendOrigin, BatchMetadata, ProducerStateManager
+from sofakafka.storage.producer_state import (
+    PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
+    AppendOrigin,
+    BatchMetadata,
+    LastRecord,
+    ProducerStateManager,
+)
 from sofakafka.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -151,6 +157,8 @@ class Log:
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._unflushed_messages = 0
         self._last_flush_ms = time_ms()
+        # Kafka's first producer-expiration check runs one interval after the log opens, not at once.
+        self._last_producer_expiration_check_ms = self._last_flush_ms
         self._closed = False
         self.dir.mkdir(parents=True, exist_ok=True)
         self.leader_epoch_cache = LeaderEpochFileCache(LeaderEpochCheckpointFile(self.dir / LEADER_EPOCH_CHECKPOINT))
@@ -250,7 +258,29 @@ class Log:
 
     @property
     def first_unstable_offset(self) -> int | None:
-        return self.producer_state.first_unstable_offset()
+        """Locked: the cleaner reads it from its own thread while appends change the producer state."""
+        with self._lock:
+            return self.producer_state.first_unstable_offset()
+
+    def last_records_of_active_producers(self) -> dict[int, LastRecord]:
+        """Each producer's last data offset and epoch, a consistent copy taken under the log lock (cleaner)."""
+        with self._lock:
+            return self.producer_state.last_records_of_active_producers()
+
+    def maybe_remove_expired_producers(self, now_ms: int | None = None) -> bool:
+        """Forget producers idle for ``producer.id.expiration.ms``, at most once per
+        ``PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS`` (Kafka's periodic check); True if the check ran.
+
+        The log manager's periodic pass calls this; without it an idle producer's entry (and its snapshot
+        bytes) would live until the next restart.
+        """
+        now = self._time_ms() if now_ms is None else now_ms
+        with self._lock:
+            if self._closed or now - self._last_producer_expiration_check_ms < PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS:
+                return False
+            self._last_producer_expiration_check_ms = now
+            self.producer_state.remove_expired_producers(now)
+            return True
 
     @property
     def last_stable_offset(self) -> int:
@@ -318,6 +348,7 @@ class Log:
 
     def _remove_temp_files_and_collect_swaps(self) -> list[Path]:
         swaps: list[Path] = []
+        index_swaps: list[Path] = []
         for path in sorted(self.dir.iterdir()):
             name = path.name
             if not path.is_file():
@@ -329,7 +360,14 @@ class Log:
                 if base_name.endswith(LOG_SUFFIX):
                     swaps.append(path)
                 else:
-                    path.unlink(missing_ok=True)  # index swaps are rebuilt from the swapped log
+                    index_swaps.append(path)
+        swapped_stems = {p.name[:20] for p in swaps}
+        for path in index_swaps:
+            # Offset and time indexes are rebuilt from the swapped log; the txnindex cannot be (it needs the
+            # producer state before the segment), so a swapped segment keeps the one the cleaner wrote.
+            keep = path.name[:20] in swapped_stems and path.name.endswith(TXN_INDEX_SUFFIX + SWAP_SUFFIX)
+            if not keep:
+                path.unlink(missing_ok=True)
         return swaps
 
     def _load_segment_files(self) -> None:
@@ -375,8 +413,11 @@ class Log:
             for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
                 (self.dir / f"{swap.name[:20]}{suffix}{SWAP_SUFFIX}").unlink(missing_ok=True)
             seg = self._new_segment(base, SWAP_SUFFIX, active=False)
-            seg.recover()
+            # The cleaner's .txnindex lists the aborted transactions still in the segment; recovery only
+            # rebuilds offset and time indexes, then cuts the txnindex to what the (possibly torn) log holds.
+            seg.recover(reset_txn_index=False)
             next_offset = seg.read_next_offset()
+            seg.txn_index.truncate_to(next_offset)
             old = [s for s in self.log_segments() if base <= s.base_offset < max(next_offset, base + 1)]
             self._replace_segments_locked([seg], old, recovered_swap=True)
 

@@ -8,8 +8,14 @@ is detected at the next start.
 
 Periodic work is exposed as plain methods the broker schedules (off its event loop; they all block on disk):
 ``checkpoint_recovery_points``, ``checkpoint_log_start_offsets``, ``checkpoint_high_watermarks``,
-``cleanup_logs`` (retention + purge of ``.deleted`` files), ``flush_dirty_logs`` (``flush.ms``).
-``shutdown`` flushes and closes every log, writes the checkpoints and the marker.
+``cleanup_logs`` (retention, purge of ``.deleted`` files, expiry of idle producer ids),
+``clean_compacted_logs`` (one compaction pass per ``compact`` log: ``log.cleaner.backoff.ms``),
+``flush_dirty_logs`` (``flush.ms``). ``shutdown`` flushes and closes every log, writes the checkpoints and the
+marker.
+
+The manager owns the ``LogCleaner`` (as Kafka's LogManager does): anything that rewrites or removes a log under
+it goes through ``truncate_to`` / ``truncate_fully_and_start_at`` / ``delete_log`` here, which stop a running
+pass first and fix the cleaner's checkpoint after.
 
 Threading: the log map is guarded by a lock; any thread may call any method. Per-log work is serialised by
 each Log's own lock.
@@ -34,6 +40,7 @@ from sofakafka.storage.checkpoints import (
     atomic_write_text,
     fsync_dir,
 )
+from sofakafka.storage.cleaner import LogCleaner
 from sofakafka.storage.config import LogConfig
 from sofakafka.storage.errors import CheckpointFormatError, LogDirError
 from sofakafka.storage.log import (
@@ -89,6 +96,7 @@ class LogManager:
         recovery_threads_per_data_dir: int = 1,
         time_ms: Callable[[], int] = wall_clock_ms,
         producer_id_expiration_ms: int = 604_800_000,
+        cleaner: LogCleaner | None = None,
     ) -> None:
         if not log_dirs:
             raise LogDirError("at least one log directory is required")
@@ -108,6 +116,7 @@ class LogManager:
         self._pending_dir_deletes: list[tuple[int, Path]] = []
         self._dir_locks: list[int] = []
         self._started = False
+        self.cleaner = cleaner if cleaner is not None else LogCleaner(clock=time_ms)
 
     # -- start-up -------------------------------------------------------------------------------------------
     def config_for(self, topic: str) -> LogConfig:
@@ -251,22 +260,68 @@ class LogManager:
             return lg
 
     def delete_log(self, topic: str, partition: int) -> bool:
-        """Close the log and rename its dir ``<topic>-<partition>.<uuid>-delete``; files go later."""
-        with self._lock:
-            tp = (topic, partition)
-            lg = self._logs.pop(tp, None)
-            log_dir = self._log_dir_of.pop(tp, None)
-            if lg is None or log_dir is None:
-                return False
-            lg.close_handlers()
-            target = lg.dir.with_name(f"{lg.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
-            os.replace(lg.dir, target)
-            fsync_dir(log_dir)
-            delay = lg.config.file_delete_delay_ms
-            self._pending_dir_deletes.append((self._time_ms() + delay, target))
-            if delay == 0:
-                self._delete_pending_dirs(self._time_ms())
-            return True
+        """Close the log and rename its dir ``<topic>-<partition>.<uuid>-delete``; files go later.
+
+        A cleaner pass over the log is stopped first (it would be writing ``.cleaned`` files into a directory
+        being renamed) and the log's entry leaves ``cleaner-offset-checkpoint``, so a partition re-created
+        under the same name starts dirty from its first offset.
+        """
+        lg = self.get_log(topic, partition)
+        if lg is None:
+            return False
+        # Outside the manager lock: the wait for a running pass must not hold up every other partition.
+        self.cleaner.abort_and_pause_cleaning(lg.dir)
+        try:
+            with self._lock:
+                tp = (topic, partition)
+                if self._logs.get(tp) is not lg:
+                    return False
+                del self._logs[tp]
+                log_dir = self._log_dir_of.pop(tp)
+                self.cleaner.update_checkpoint(lg, None)
+                lg.close_handlers()
+                target = lg.dir.with_name(f"{lg.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+                os.replace(lg.dir, target)
+                fsync_dir(log_dir)
+                delay = lg.config.file_delete_delay_ms
+                self._pending_dir_deletes.append((self._time_ms() + delay, target))
+                if delay == 0:
+                    self._delete_pending_dirs(self._time_ms())
+                return True
+        finally:
+            self.cleaner.resume_cleaning(lg.dir)
+
+    def truncate_to(self, topic: str, partition: int, target_offset: int) -> bool:
+        """``Log.truncate_to`` with the cleaner kept off the log meanwhile (a follower diverged from its leader).
+
+        A clean point past the new end would make the next pass skip the records appended there, so the
+        checkpoint moves back to the active segment's base offset, as Kafka's LogManager.truncateTo does.
+        """
+        lg = self._require(topic, partition)
+        self.cleaner.abort_and_pause_cleaning(lg.dir)
+        try:
+            truncated = lg.truncate_to(target_offset)
+            if truncated:
+                self.cleaner.maybe_truncate_checkpoint(lg, lg.active_segment.base_offset)
+            return truncated
+        finally:
+            self.cleaner.resume_cleaning(lg.dir)
+
+    def truncate_fully_and_start_at(self, topic: str, partition: int, new_offset: int) -> None:
+        """``Log.truncate_fully_and_start_at`` with the cleaner kept off the log meanwhile."""
+        lg = self._require(topic, partition)
+        self.cleaner.abort_and_pause_cleaning(lg.dir)
+        try:
+            lg.truncate_fully_and_start_at(new_offset)
+            self.cleaner.maybe_truncate_checkpoint(lg, lg.active_segment.base_offset)
+        finally:
+            self.cleaner.resume_cleaning(lg.dir)
+
+    def _require(self, topic: str, partition: int) -> Log:
+        lg = self.get_log(topic, partition)
+        if lg is None:
+            raise LogDirError(f"no log for {topic}-{partition}")
+        return lg
 
     def _delete_pending_dirs(self, now: int) -> None:
         due = [p for t, p in self._pending_dir_deletes if t <= now]
@@ -300,16 +355,34 @@ class LogManager:
                 {(lg.topic, lg.partition): lg.high_watermark for lg in logs})
 
     def cleanup_logs(self) -> int:
-        """Retention pass over every log, then removal of ``.deleted`` files past their delay."""
+        """Retention pass over every log, then removal of ``.deleted`` files past their delay.
+
+        Also expires idle producer ids (each log checks at most every 10 minutes), so this pass must run at
+        least that often for Kafka's cadence: ``log.retention.check.interval.ms`` defaults to 5 minutes.
+        """
         deleted = 0
         now = self._time_ms()
         for lg in self.all_logs:
             if not lg.closed:
                 deleted += lg.delete_old_segments()
                 lg.purge_deleted_segments(now)
+                lg.maybe_remove_expired_producers(now)
         with self._lock:
             self._delete_pending_dirs(now)
         return deleted
+
+    def clean_compacted_logs(self) -> int:
+        """One cleaner pass over every ``compact`` log dirty enough to clean; returns how many were cleaned.
+
+        Blocking (reads and rewrites segments): the broker runs it off its event loop every
+        ``log.cleaner.backoff.ms`` when ``log.cleaner.enable`` is set. Logs paused by a truncation or deletion
+        in progress are skipped until the next pass.
+        """
+        cleaned = 0
+        for lg in self.all_logs:
+            if lg.config.compact and not lg.closed and self.cleaner.clean_log(lg) is not None:
+                cleaned += 1
+        return cleaned
 
     def flush_dirty_logs(self) -> int:
         """Apply each log's ``flush.ms``; returns how many logs were flushed."""

@@ -23,6 +23,7 @@ from sofakafka.storage.checkpoints import CLEANER_OFFSET_CHECKPOINT
 from sofakafka.storage.cleaner import LogCleaner, OffsetMap, empty_batch_header
 from sofakafka.storage.config import LogConfig
 from sofakafka.storage.log import Log
+from sofakafka.storage.producer_state import LastRecord, ProducerStateManager
 from sofakafka.storage.segment import LogSegment
 from sofakafka.storage.transaction_index import AbortedTxn
 
@@ -722,4 +723,71 @@ def test_abort_from_another_thread_waits_for_the_running_pass_to_stop(tmp_path: 
     assert cleaner.clean_log(log, NOW) is None  # still paused
     cleaner.resume_cleaning(log.dir)
     assert cleaner.clean_log(log, NOW) is not None
+    log.close()
+
+
+def test_a_swapped_segment_found_after_a_crash_keeps_its_aborted_transactions(tmp_path: Path) -> None:
+    before_dir, after_dir, crashed = tmp_path / "before", tmp_path / "after", tmp_path / "crashed"
+    log = open_log(before_dir)
+    append(log, batch(0, [(b"a", b"1")], pid=1, epoch=0, seq=0, transactional=True))
+    append(log, marker(1, 1, commit=False))
+    append(log, batch(2, [(b"b", b"1")]))
+    append(log, batch(3, [(b"b", b"2")]))
+    log.update_high_watermark(log.log_end_offset)
+    log.roll()
+    append(log, batch(4, [(b"z", b"1")]))
+    log.update_high_watermark(log.log_end_offset)
+    log.close()
+    shutil.copytree(before_dir, after_dir)
+    log = open_log(after_dir)
+    LogCleaner().clean_log(log, NOW)
+    # pid 1's aborted batch survives empty (its producer's last), so the marker and its index entry stay.
+    expected = [AbortedTxn(1, 0, 1, 2)]
+    assert log.log_segments()[0].txn_index.all_aborted_txns() == expected
+    log.close()
+
+    # A crash after the cleaned files became ".swap", before they took the live names.
+    shutil.copytree(before_dir / "compacted-0", crashed / "compacted-0")
+    part = crashed / "compacted-0"
+    for ext in (".log", ".index", ".timeindex", ".txnindex"):
+        shutil.copy(after_dir / "compacted-0" / f"{0:020d}{ext}", part / f"{0:020d}{ext}.swap")
+    # Everything below the active segment was flushed (recovery point 4), so recovery does not replay segment
+    # 0 through the producer state: only the swapped-in .txnindex can tell that offsets 0-1 were aborted.
+    recovered = Log(part, compact_config(), time_ms=lambda: NOW, had_clean_shutdown=False, recovery_point=4)
+    assert recovered.log_segments()[0].txn_index.all_aborted_txns() == expected
+    assert recovered.collect_aborted_transactions(0, 4) == expected
+    assert [r[:2] for r in data_records(recovered)] == [(3, b"b"), (4, b"z")]
+    recovered.close()
+    # And after a clean restart the live .txnindex still has it.
+    reopened = Log(part, compact_config(), time_ms=lambda: NOW)
+    assert reopened.collect_aborted_transactions(0, 4) == expected
+    reopened.close()
+
+
+def test_the_cleaner_reads_producer_state_only_under_the_log_lock(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    lock = log._lock
+
+    class LockCheckingProducerState(ProducerStateManager):
+        """Appends change the producer state under the log lock; a reader without it sees a torn state."""
+
+        def first_unstable_offset(self) -> int | None:
+            assert lock._is_owned(), "first_unstable_offset read without the log lock"  # type: ignore[attr-defined]
+            return super().first_unstable_offset()
+
+        def last_records_of_active_producers(self) -> dict[int, LastRecord]:
+            assert lock._is_owned(), "producer last records read without the log lock"  # type: ignore[attr-defined]
+            return super().last_records_of_active_producers()
+
+    log.producer_state.__class__ = LockCheckingProducerState
+    append(log, batch(0, [(b"a", b"1")], pid=1, epoch=0, seq=0))
+    append(log, batch(1, [(b"a", b"2")], pid=1, epoch=0, seq=1))
+    log.roll()
+    append(log, batch(2, [(b"b", b"1")], pid=2, epoch=0, seq=0, transactional=True))
+    log.roll()
+    append(log, batch(3, [(b"z", b"1")]))
+    log.update_high_watermark(log.log_end_offset)
+    result = LogCleaner().clean_log(log, NOW, force=True)
+    assert result is not None and result.end_offset == 2  # the open transaction bounds the pass
+    assert [r[:2] for r in data_records(log)] == [(1, b"a"), (2, b"b"), (3, b"z")]
     log.close()

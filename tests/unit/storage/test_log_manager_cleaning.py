@@ -1,0 +1,135 @@
+"""The log manager's periodic compaction pass, the cleaner kept off logs being truncated or deleted, and the
+runtime expiry of idle producer ids."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sofakafka.protocol.records import decode_records
+from sofakafka.storage.config import LogConfig
+from sofakafka.storage.log import Log
+from sofakafka.storage.log_manager import LogManager
+from sofakafka.storage.producer_state import PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS
+
+from .storage_helpers import FakeClock, make_batch, make_marker
+
+COMPACT = LogConfig.from_props({"cleanup.policy": "compact", "segment.bytes": 1024, "min.cleanable.dirty.ratio": 0.0,
+                                "file.delete.delay.ms": 0, "index.interval.bytes": 128})
+DELETE = LogConfig.from_props({"cleanup.policy": "delete", "segment.bytes": 1024, "file.delete.delay.ms": 0})
+
+
+def manager_for(root: Path, clock: FakeClock, **kwargs: object) -> LogManager:
+    def topic_config(topic: str) -> LogConfig:
+        return COMPACT if topic.startswith("compacted") else DELETE
+
+    manager = LogManager([root], topic_configs=topic_config, time_ms=clock, **kwargs)  # type: ignore[arg-type]
+    manager.startup()
+    return manager
+
+
+def fill_with_rewrites(lg: Log, clock: FakeClock, rounds: int = 6) -> None:
+    """The same three keys rewritten ``rounds`` times over several segments, then a committed high watermark."""
+    for _ in range(rounds):
+        lg.append_as_leader(make_batch(3, timestamp=clock.now, value_size=100), 0)
+        lg.roll()
+    lg.append_as_leader(make_batch(1, timestamp=clock.now, key_prefix=b"tail"), 0)
+    lg.update_high_watermark(lg.log_end_offset)
+
+
+def keyed_offsets(lg: Log) -> list[tuple[int, bytes | None]]:
+    return [(r.offset, r.key) for seg in lg.log_segments() for buf, h in seg.batches()
+            for r in decode_records(buf, h)]
+
+
+def test_the_periodic_pass_compacts_compact_logs_and_leaves_delete_logs_alone(tmp_path: Path) -> None:
+    clock = FakeClock()
+    manager = manager_for(tmp_path, clock)
+    compacted = manager.get_or_create_log("compacted", 0)
+    plain = manager.get_or_create_log("plain", 0)
+    fill_with_rewrites(compacted, clock)
+    fill_with_rewrites(plain, clock)
+    plain_before = keyed_offsets(plain)
+
+    assert manager.clean_compacted_logs() == 1
+    # Only the latest write of k0..k2 survives below the active segment; the tail is untouched.
+    assert keyed_offsets(compacted) == [(15, b"k0"), (16, b"k1"), (17, b"k2"), (18, b"tail0")]
+    assert keyed_offsets(plain) == plain_before
+    assert manager.cleaner.last_clean_offset(compacted) == 18
+    assert manager.cleaner.last_clean_offset(plain) is None
+    # Nothing new is dirty: the next pass has nothing to do.
+    assert manager.clean_compacted_logs() == 0
+    manager.shutdown()
+
+
+def test_deleting_a_log_forgets_its_clean_point_and_does_not_leave_cleaning_paused(tmp_path: Path) -> None:
+    clock = FakeClock()
+    manager = manager_for(tmp_path, clock)
+    lg = manager.get_or_create_log("compacted", 0)
+    fill_with_rewrites(lg, clock)
+    manager.clean_compacted_logs()
+    assert manager.cleaner.last_clean_offset(lg) == 18
+
+    assert manager.delete_log("compacted", 0)
+    assert manager.cleaner.last_clean_offset(lg) is None
+    assert not manager.cleaner.is_paused(lg.dir)
+    # A partition re-created under the same name is cleaned from its start, not from the old clean point.
+    again = manager.get_or_create_log("compacted", 0)
+    fill_with_rewrites(again, clock, rounds=2)
+    assert manager.clean_compacted_logs() == 1
+    assert keyed_offsets(again)[:3] == [(3, b"k0"), (4, b"k1"), (5, b"k2")]
+    manager.shutdown()
+
+
+def test_truncation_through_the_manager_moves_the_clean_point_back_and_resumes_cleaning(tmp_path: Path) -> None:
+    clock = FakeClock()
+    manager = manager_for(tmp_path, clock)
+    lg = manager.get_or_create_log("compacted", 0)
+    fill_with_rewrites(lg, clock)
+    manager.clean_compacted_logs()
+    assert manager.cleaner.last_clean_offset(lg) == 18
+
+    assert manager.truncate_to("compacted", 0, 16)
+    # Kafka moves the clean point to the active segment's base, a boundary at or below the new end.
+    assert lg.log_end_offset == 15
+    assert manager.cleaner.last_clean_offset(lg) == lg.active_segment.base_offset <= 15
+    assert not manager.cleaner.is_paused(lg.dir)
+    assert not manager.truncate_to("compacted", 0, 100)  # nothing past the end: the clean point stays
+    assert manager.cleaner.last_clean_offset(lg) == lg.active_segment.base_offset
+
+    manager.truncate_fully_and_start_at("compacted", 0, 5)
+    assert (lg.log_start_offset, lg.log_end_offset) == (5, 5)
+    assert manager.cleaner.last_clean_offset(lg) == 5
+    assert not manager.cleaner.is_paused(lg.dir)
+    fill_with_rewrites(lg, clock, rounds=3)
+    assert manager.clean_compacted_logs() == 1
+    assert keyed_offsets(lg)[:3] == [(11, b"k0"), (12, b"k1"), (13, b"k2")]
+    manager.shutdown()
+
+
+def test_idle_producers_expire_in_the_periodic_pass_every_check_interval(tmp_path: Path) -> None:
+    clock = FakeClock()
+    manager = manager_for(tmp_path, clock, producer_id_expiration_ms=60_000)
+    lg = manager.get_or_create_log("plain", 0)
+    lg.append_as_leader(make_batch(2, timestamp=clock.now, producer_id=7, producer_epoch=0, base_sequence=0), 0)
+    lg.append_as_leader(make_batch(1, timestamp=clock.now, producer_id=8, producer_epoch=0, base_sequence=0,
+                                   transactional=True), 0)
+    lg.update_high_watermark(lg.log_end_offset)
+
+    clock.advance(PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS - 1)
+    manager.cleanup_logs()
+    # Long idle, but the first check only comes one interval after the log opened.
+    assert set(lg.producer_state.active_producers) == {7, 8}
+    clock.advance(1)
+    manager.cleanup_logs()
+    # 7 is idle past producer.id.expiration.ms; 8 has an open transaction, which pins it.
+    assert set(lg.producer_state.active_producers) == {8}
+
+    lg.append_as_leader(make_marker(8, 0, commit=True, timestamp=clock.now), 0)
+    lg.update_high_watermark(lg.log_end_offset)
+    clock.advance(PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS - 1)
+    manager.cleanup_logs()
+    assert set(lg.producer_state.active_producers) == {8}  # not yet the next check
+    clock.advance(1)
+    manager.cleanup_logs()
+    assert not lg.producer_state.active_producers
+    manager.shutdown()
