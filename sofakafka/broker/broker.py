@@ -312,8 +312,9 @@ class Broker:
         self._every("high-watermark checkpoint", config.get_int("replica.high.watermark.checkpoint.interval.ms"),
                     lm.checkpoint_high_watermarks)
         if config.get_bool("log.cleaner.enable"):
-            self._cleaner = LogCleaner()
-            self._every("log cleaner", config.get_int("log.cleaner.backoff.ms"), self._clean_compacted_logs)
+            # The log manager owns the cleaner: its truncations and deletions pause it around their work.
+            self._cleaner = lm.cleaner
+            self._every("log cleaner", config.get_int("log.cleaner.backoff.ms"), lm.clean_compacted_logs)
 
     def _every(self, name: str, interval_ms: int, work: Callable[[], object]) -> None:
         if interval_ms <= 0:
@@ -328,14 +329,6 @@ class Broker:
                     log.exception("%s failed", name)
 
         self._periodic.append(asyncio.get_running_loop().create_task(run(), name=name))
-
-    def _clean_compacted_logs(self) -> None:
-        cleaner = self._cleaner
-        if cleaner is None:
-            return
-        for lg in self.log_manager.all_logs:
-            if lg.config.compact and not lg.closed:
-                cleaner.clean_log(lg)
 
     # -- shutdown ------------------------------------------------------------------------------------------------------
     async def shutdown(self) -> None:
