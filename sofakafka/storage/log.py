@@ -25,6 +25,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -160,6 +161,9 @@ class Log:
         # Kafka's first producer-expiration check runs one interval after the log opens, not at once.
         self._last_producer_expiration_check_ms = self._last_flush_ms
         self._closed = False
+        #: Wrapped around truncations by whoever runs a cleaner over this log (the log manager), so a pass is
+        #: never rewriting segments that a truncation removes. None: nobody cleans this log.
+        self.rewrite_guard: Callable[[Log], AbstractContextManager[object]] | None = None
         self.dir.mkdir(parents=True, exist_ok=True)
         self.leader_epoch_cache = LeaderEpochFileCache(LeaderEpochCheckpointFile(self.dir / LEADER_EPOCH_CHECKPOINT))
         self.producer_state = ProducerStateManager(self.dir, producer_id_expiration_ms)
@@ -834,15 +838,26 @@ class Log:
 
     # -- truncation (replication) -------------------------------------------------------------------------------------
     def truncate_to(self, target_offset: int) -> bool:
-        """Remove everything at and after ``target_offset`` (a follower diverged from its leader)."""
+        """Remove everything at and after ``target_offset`` (a follower diverged from its leader).
+
+        Runs inside ``rewrite_guard`` (the log manager's: no cleaner pass over the log meanwhile, its clean
+        point moved back after), so the caller must not hold this log's lock: a pass it waits for may need it.
+        """
         if target_offset < 0:
             raise ValueError(f"cannot truncate to negative offset {target_offset}")
+        guard = self.rewrite_guard
+        if guard is None:
+            return self._truncate_to(target_offset)
+        with guard(self):
+            return self._truncate_to(target_offset)
+
+    def _truncate_to(self, target_offset: int) -> bool:
         with self._lock:
             self._check_open()
             if target_offset >= self._log_end_offset:
                 return False
             if self.log_segments()[0].base_offset > target_offset:
-                self.truncate_fully_and_start_at(target_offset)
+                self._truncate_fully_and_start_at(target_offset)
                 return True
             doomed = [s for s in self.log_segments() if s.base_offset > target_offset]
             for seg in doomed:
@@ -864,7 +879,18 @@ class Log:
             return True
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
-        """Drop every segment and start empty at ``new_offset`` (a follower far behind the leader's log start)."""
+        """Drop every segment and start empty at ``new_offset`` (a follower far behind the leader's log start).
+
+        Inside ``rewrite_guard`` like ``truncate_to``, with the same rule for the caller.
+        """
+        guard = self.rewrite_guard
+        if guard is None:
+            self._truncate_fully_and_start_at(new_offset)
+            return
+        with guard(self):
+            self._truncate_fully_and_start_at(new_offset)
+
+    def _truncate_fully_and_start_at(self, new_offset: int) -> None:
         with self._lock:
             self._check_open()
             doomed = self.log_segments()

@@ -13,9 +13,9 @@ Periodic work is exposed as plain methods the broker schedules (off its event lo
 ``flush_dirty_logs`` (``flush.ms``). ``shutdown`` flushes and closes every log, writes the checkpoints and the
 marker.
 
-The manager owns the ``LogCleaner`` (as Kafka's LogManager does): anything that rewrites or removes a log under
-it goes through ``truncate_to`` / ``truncate_fully_and_start_at`` / ``delete_log`` here, which stop a running
-pass first and fix the cleaner's checkpoint after.
+The manager owns the ``LogCleaner`` (as Kafka's LogManager does). Whatever rewrites or removes a log under it
+stops a running pass first and fixes the cleaner's checkpoint after: ``delete_log`` here, and every managed
+log's truncations, which run inside ``cleaning_paused`` (the log's ``rewrite_guard``), whoever calls them.
 
 Threading: the log map is guarded by a lock; any thread may call any method. Per-log work is serialised by
 each Log's own lock.
@@ -23,12 +23,13 @@ each Log's own lock.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -212,7 +213,7 @@ class LogManager:
                   start_offsets: Mapping[TopicPartition, int]) -> Log:
         topic, partition = parse_topic_partition(path.name)
         tp = (topic, partition)
-        return Log(
+        lg = Log(
             path,
             self.config_for(topic),
             log_start_offset=start_offsets.get(tp, 0),
@@ -221,6 +222,8 @@ class LogManager:
             time_ms=self._time_ms,
             producer_id_expiration_ms=self._producer_id_expiration_ms,
         )
+        lg.rewrite_guard = self.cleaning_paused
+        return lg
 
     def load_high_watermarks(self) -> dict[TopicPartition, int]:
         """The replication-offset-checkpoint of every dir; the replica manager seeds high watermarks from it."""
@@ -254,6 +257,7 @@ class LogManager:
             log_dir = self._next_log_dir()
             lg = Log(log_dir / f"{topic}-{partition}", config or self.config_for(topic), time_ms=self._time_ms,
                      producer_id_expiration_ms=self._producer_id_expiration_ms)
+            lg.rewrite_guard = self.cleaning_paused
             fsync_dir(log_dir)
             self._logs[tp] = lg
             self._log_dir_of[tp] = log_dir
@@ -292,27 +296,24 @@ class LogManager:
             self.cleaner.resume_cleaning(lg.dir)
 
     def truncate_to(self, topic: str, partition: int, target_offset: int) -> bool:
-        """``Log.truncate_to`` with the cleaner kept off the log meanwhile (a follower diverged from its leader).
-
-        A clean point past the new end would make the next pass skip the records appended there, so the
-        checkpoint moves back to the active segment's base offset, as Kafka's LogManager.truncateTo does.
-        """
-        lg = self._require(topic, partition)
-        self.cleaner.abort_and_pause_cleaning(lg.dir)
-        try:
-            truncated = lg.truncate_to(target_offset)
-            if truncated:
-                self.cleaner.maybe_truncate_checkpoint(lg, lg.active_segment.base_offset)
-            return truncated
-        finally:
-            self.cleaner.resume_cleaning(lg.dir)
+        """``Log.truncate_to`` of a managed log (which runs inside ``cleaning_paused``)."""
+        return self._require(topic, partition).truncate_to(target_offset)
 
     def truncate_fully_and_start_at(self, topic: str, partition: int, new_offset: int) -> None:
-        """``Log.truncate_fully_and_start_at`` with the cleaner kept off the log meanwhile."""
-        lg = self._require(topic, partition)
+        """``Log.truncate_fully_and_start_at`` of a managed log (which runs inside ``cleaning_paused``)."""
+        self._require(topic, partition).truncate_fully_and_start_at(new_offset)
+
+    @contextlib.contextmanager
+    def cleaning_paused(self, lg: Log) -> Iterator[None]:
+        """Every managed log's ``rewrite_guard``: no cleaner pass while a truncation rewrites the log.
+
+        A clean point past the new end would make the next pass skip the records appended there, so it moves
+        back to the active segment's base offset, as Kafka's LogManager.truncateTo does (a no-op when nothing
+        was cut: passes never clean into the active segment).
+        """
         self.cleaner.abort_and_pause_cleaning(lg.dir)
         try:
-            lg.truncate_fully_and_start_at(new_offset)
+            yield
             self.cleaner.maybe_truncate_checkpoint(lg, lg.active_segment.base_offset)
         finally:
             self.cleaner.resume_cleaning(lg.dir)

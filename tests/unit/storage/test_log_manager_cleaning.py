@@ -10,6 +10,7 @@ from sofakafka.storage.config import LogConfig
 from sofakafka.storage.log import Log
 from sofakafka.storage.log_manager import LogManager
 from sofakafka.storage.producer_state import PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS
+from sofakafka.storage.segment import LogSegment
 
 from .storage_helpers import FakeClock, make_batch, make_marker
 
@@ -88,7 +89,8 @@ def test_truncation_through_the_manager_moves_the_clean_point_back_and_resumes_c
     manager.clean_compacted_logs()
     assert manager.cleaner.last_clean_offset(lg) == 18
 
-    assert manager.truncate_to("compacted", 0, 16)
+    # Straight on the Log, as the replica fetcher does: the manager's guard still wraps it.
+    assert lg.truncate_to(16)
     # Kafka moves the clean point to the active segment's base, a boundary at or below the new end.
     assert lg.log_end_offset == 15
     assert manager.cleaner.last_clean_offset(lg) == lg.active_segment.base_offset <= 15
@@ -96,7 +98,7 @@ def test_truncation_through_the_manager_moves_the_clean_point_back_and_resumes_c
     assert not manager.truncate_to("compacted", 0, 100)  # nothing past the end: the clean point stays
     assert manager.cleaner.last_clean_offset(lg) == lg.active_segment.base_offset
 
-    manager.truncate_fully_and_start_at("compacted", 0, 5)
+    manager.truncate_fully_and_start_at("compacted", 0, 5)  # the manager's shorthand, same guard
     assert (lg.log_start_offset, lg.log_end_offset) == (5, 5)
     assert manager.cleaner.last_clean_offset(lg) == 5
     assert not manager.cleaner.is_paused(lg.dir)
@@ -132,4 +134,43 @@ def test_idle_producers_expire_in_the_periodic_pass_every_check_interval(tmp_pat
     clock.advance(1)
     manager.cleanup_logs()
     assert not lg.producer_state.active_producers
+    manager.shutdown()
+
+
+def test_a_truncation_waits_for_a_running_pass_and_its_result_is_never_installed(tmp_path: Path) -> None:
+    import threading
+
+    clock = FakeClock()
+    manager = manager_for(tmp_path, clock)
+    lg = manager.get_or_create_log("compacted", 0)
+    fill_with_rewrites(lg, clock)
+    in_pass, truncating = threading.Event(), threading.Event()
+    real_new_cleaned_segment = lg.new_cleaned_segment
+
+    def new_cleaned_segment(base_offset: int) -> LogSegment:
+        # Hold the pass here until the truncation has asked it to stop (request_abort is what it calls first).
+        in_pass.set()
+        assert truncating.wait(60)
+        return real_new_cleaned_segment(base_offset)
+
+    lg.new_cleaned_segment = new_cleaned_segment  # type: ignore[method-assign]
+    real_abort = manager.cleaner.abort_and_pause_cleaning
+
+    def abort_and_pause_cleaning(log_dir: Path) -> None:
+        manager.cleaner.request_abort(log_dir)
+        truncating.set()
+        real_abort(log_dir)
+
+    manager.cleaner.abort_and_pause_cleaning = abort_and_pause_cleaning  # type: ignore[method-assign]
+    results: list[int] = []
+    worker = threading.Thread(target=lambda: results.append(manager.clean_compacted_logs()))
+    worker.start()
+    assert in_pass.wait(60)
+    assert lg.truncate_to(9)
+    worker.join()
+    assert results == [0]  # the pass was abandoned, not finished over a log that changed under it
+    assert lg.log_end_offset == 9
+    assert [o for o, _ in keyed_offsets(lg)] == list(range(9))
+    assert not [p for p in lg.dir.iterdir() if ".cleaned" in p.name or ".swap" in p.name]
+    assert manager.clean_compacted_logs() == 1  # resumed afterwards
     manager.shutdown()
