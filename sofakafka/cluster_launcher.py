@@ -243,7 +243,8 @@ class ProcessRecord:
             cmdline = Path(f"/proc/{self.pid}/cmdline").read_bytes()
         except OSError:
             return False
-        if self.marker.encode() not in cmdline:
+        # Empty while the kernel swaps the image in during exec; the state check below still applies.
+        if cmdline and self.marker.encode() not in cmdline:
             return False  # the pid was reused by an unrelated process
         try:
             stat = Path(f"/proc/{self.pid}/stat").read_text()
@@ -291,6 +292,8 @@ class ClusterState:
 
 def _port_free(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # As the brokers bind: a port whose last connections sit in TIME_WAIT is free to them.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError:
@@ -298,7 +301,8 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
-def _spawn(cmd: Sequence[str], log_path: Path, cwd: Path, env: Mapping[str, str] | None = None) -> int:
+def _spawn(cmd: Sequence[str], log_path: Path, cwd: Path,
+           env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
     with open(log_path, "ab") as log:
         log.write(f"\n===== {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(cmd)}\n".encode())
         log.flush()
@@ -306,7 +310,7 @@ def _spawn(cmd: Sequence[str], log_path: Path, cwd: Path, env: Mapping[str, str]
         # reaches only the launcher. Popen's child is reaped by nobody once we exit: init adopts it.
         proc = subprocess.Popen(list(cmd), cwd=cwd, stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True, env=dict(env or os.environ))
-    return proc.pid
+    return proc
 
 
 def four_letter_word(port: int, word: str, timeout: float = 2.0) -> str:
@@ -353,11 +357,11 @@ def start_zookeeper(directory: Path, port: int, deadline: float) -> ProcessRecor
            "-Dzookeeper.jmx.log4j.disable=true", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
            "-cp", ":".join(classpath), "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(cfg)]
     log = zk_dir / "zookeeper.log"
-    pid = _spawn(cmd, log, zk_dir)
-    (zk_dir / "zookeeper.pid").write_text(f"{pid}\n")
-    record = ProcessRecord("zookeeper", pid, str(cfg), str(log))
+    proc = _spawn(cmd, log, zk_dir)
+    (zk_dir / "zookeeper.pid").write_text(f"{proc.pid}\n")
+    record = ProcessRecord("zookeeper", proc.pid, str(cfg), str(log))
     while "Mode:" not in four_letter_word(port, "srvr"):
-        if not record.alive():
+        if proc.poll() is not None:
             raise LauncherError(f"ZooKeeper exited during start-up; {log}:\n{_log_tail(log)}")
         if time.monotonic() > deadline:
             raise LauncherError(f"ZooKeeper not serving on 127.0.0.1:{port} in time; see {log}")
@@ -375,9 +379,9 @@ def start_broker(directory: Path, broker_id: int, props: Mapping[str, str]) -> P
     package_root = str(Path(sofakafka.__file__).resolve().parent.parent)
     env = dict(os.environ, PYTHONUNBUFFERED="1",
                PYTHONPATH=os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p))
-    pid = _spawn([sys.executable, "-m", "sofakafka", "serve", str(properties)], log, broker_dir, env)
-    (broker_dir / "broker.pid").write_text(f"{pid}\n")
-    return ProcessRecord(f"broker-{broker_id}", pid, str(properties), str(log))
+    proc = _spawn([sys.executable, "-m", "sofakafka", "serve", str(properties)], log, broker_dir, env)
+    (broker_dir / "broker.pid").write_text(f"{proc.pid}\n")
+    return ProcessRecord(f"broker-{broker_id}", proc.pid, str(properties), str(log))
 
 
 def wait_for_cluster(state: ClusterState, deadline: float) -> None:
