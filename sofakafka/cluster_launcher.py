@@ -57,6 +57,13 @@ STOP_DEADLINE_S = 30.0
 START_DEADLINE_S = 90.0
 
 
+# Children started by this process, by pid. Used in-process (tests, the benchmark) the launcher outlives
+# the processes it starts: keeping the Popen objects lets it reap them (no zombies) and keeps Popen from
+# warning that a child it forgot about still runs. From the command line the launcher exits first and init
+# adopts its children.
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
 class LauncherError(Exception):
     """A failure the user can act on; the message says what happened and where the log is."""
 
@@ -239,6 +246,10 @@ class ProcessRecord:
     log: str
 
     def alive(self) -> bool:
+        child = _CHILDREN.get(self.pid)
+        if child is not None and child.poll() is not None:
+            del _CHILDREN[self.pid]
+            return False
         try:
             cmdline = Path(f"/proc/{self.pid}/cmdline").read_bytes()
         except OSError:
@@ -310,6 +321,7 @@ def _spawn(cmd: Sequence[str], log_path: Path, cwd: Path,
         # reaches only the launcher. Popen's child is reaped by nobody once we exit: init adopts it.
         proc = subprocess.Popen(list(cmd), cwd=cwd, stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True, env=dict(env or os.environ))
+    _CHILDREN[proc.pid] = proc
     return proc
 
 
@@ -382,6 +394,34 @@ def start_broker(directory: Path, broker_id: int, props: Mapping[str, str]) -> P
     proc = _spawn([sys.executable, "-m", "sofakafka", "serve", str(properties)], log, broker_dir, env)
     (broker_dir / "broker.pid").write_text(f"{proc.pid}\n")
     return ProcessRecord(f"broker-{broker_id}", proc.pid, str(properties), str(log))
+
+
+def restart_broker(directory: Path, broker_id: int) -> ProcessRecord:
+    """Start broker ``broker_id`` of a running cluster again with its existing server.properties and data
+    (after a crash or a kill); refuses while it still runs."""
+    state = ClusterState.load(directory.resolve())
+    name = f"broker-{broker_id}"
+    old = next((p for p in state.processes if p.name == name), None)
+    if old is None:
+        raise LauncherError(f"no {name} in {state.directory}")
+    if old.alive():
+        raise LauncherError(f"{name} is running (pid {old.pid})")
+    properties = Path(old.marker)
+    props = load_properties_file(properties)
+    record = start_broker(state.directory, broker_id, props)
+    state.processes[state.processes.index(old)] = record
+    state.save()
+    return record
+
+
+def load_properties_file(path: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            out[key.strip()] = value.strip()
+    return out
 
 
 def wait_for_cluster(state: ClusterState, deadline: float) -> None:

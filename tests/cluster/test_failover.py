@@ -1,0 +1,291 @@
+"""Failover of a launcher-started cluster (real ZooKeeper, three broker processes) under acks=all load.
+
+Topics have RF=3 and min.insync.replicas=2, so losing any one broker must cost no acknowledged record: after
+each failure a consumer finds every record the producer was told about at exactly the partition and offset
+of its delivery report. Failures: kill -9 of a partition leader, of the controller, the same twenty times
+in a row, and a broker frozen (SIGSTOP) past its ZooKeeper session timeout so that its session expires.
+The killed broker is restarted each time and must catch up and rejoin every ISR before the next failure.
+
+The ZooKeeper session timeout is lowered to 6 s (ZooKeeper's floor is 2 ticks, 4 s) so that a dead broker's
+ephemeral registration, the controller's only sign of its death, goes away quickly.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaError, Message, Producer
+
+from sofakafka import cluster_launcher as cl
+from sofakafka.client import ClientError, KafkaClient, NewTopic
+from sofakafka.protocol.errors import ErrorCode
+
+BROKERS = 3
+PARTITIONS = 3
+WAIT_S = 60.0
+SESSION_TIMEOUT_MS = 6000
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_ports() -> tuple[int, int]:
+    for _ in range(200):
+        base = random.randrange(30000, 45000)
+        ports = [base + i for i in range(BROKERS)] + [base + cl.INTERNAL_PORT_OFFSET + i for i in range(BROKERS)]
+        if all(_free(p) for p in [*ports, base + 200]):
+            return base, base + 200
+    raise AssertionError("no free port block")
+
+
+def wait_for(what: str, predicate: Callable[[], bool], timeout: float = WAIT_S) -> float:
+    """Seconds it took; fails naming ``what`` after ``timeout`` (a bound on a hang, not a speed claim)."""
+    start = time.monotonic()
+    while True:
+        try:
+            if predicate():
+                return time.monotonic() - start
+        except (ClientError, OSError):
+            pass
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+class Cluster:
+    def __init__(self, state: cl.ClusterState) -> None:
+        self.state = state
+
+    def bootstrap(self, broker_id: int) -> str:
+        a = self.state.brokers[broker_id]
+        return f"{a.external_advertised}:{a.external_port}"
+
+    @property
+    def all_bootstrap(self) -> str:
+        return self.state.bootstrap_servers
+
+    def record(self, broker_id: int) -> cl.ProcessRecord:
+        return next(p for p in cl.ClusterState.load(self.state.directory).processes
+                    if p.name == f"broker-{broker_id}")
+
+    def live(self) -> list[int]:
+        return [b for b in self.state.brokers if self.record(b).alive()]
+
+    def client(self) -> KafkaClient:
+        return KafkaClient(",".join(self.bootstrap(b) for b in self.live()), request_timeout_ms=10_000)
+
+    def partitions(self, topic: str) -> dict[int, tuple[int, tuple[int, ...]]]:
+        """partition -> (leader, isr), as a live broker sees it."""
+        with self.client() as c:
+            info = c.metadata([topic]).topics[topic]
+        return {p: (i.leader, tuple(sorted(i.isr))) for p, i in info.partitions.items()}
+
+    def controller(self) -> int:
+        with self.client() as c:
+            return c.metadata([]).controller_id
+
+    def kill(self, broker_id: int) -> None:
+        os.kill(self.record(broker_id).pid, signal.SIGKILL)
+        wait_for(f"broker {broker_id} to die", lambda: not self.record(broker_id).alive(), 10)
+
+    def restart(self, broker_id: int, topics: list[str]) -> None:
+        cl.restart_broker(self.state.directory, broker_id)
+        self.wait_full_isr(topics)
+
+    def wait_full_isr(self, topics: list[str]) -> None:
+        everyone = tuple(sorted(self.state.brokers))
+        for topic in topics:
+            wait_for(f"every replica back in every ISR of {topic}",
+                     lambda t=topic: all(leader != -1 and isr == everyone  # type: ignore[misc]
+                                         for leader, isr in self.partitions(t).values()), 2 * WAIT_S)
+
+    def create_topic(self) -> str:
+        topic = f"failover-{uuid.uuid4().hex[:8]}"
+        with self.client() as c:
+            result = c.create_topics([NewTopic(topic, PARTITIONS, 3, configs={"min.insync.replicas": "2"})])
+        assert result[topic].error == ErrorCode.NONE, result
+        self.wait_full_isr([topic])
+        return topic
+
+    def logs(self) -> str:
+        out = []
+        for path in sorted(self.state.directory.glob("*/*.log")):
+            out.append(f"----- {path}\n" + "\n".join(path.read_text(errors="replace").splitlines()[-80:]))
+        return "\n".join(out)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    directory = tmp_path_factory.mktemp("failover")
+    base, zk = _free_ports()
+    state = cl.up(cl.ClusterSpec(BROKERS, directory, base, zk, overrides={
+        "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+        # Keeps a frozen or dead follower from holding up acks=all for Kafka's default 30 s.
+        "replica.lag.time.max.ms": "10000",
+    }))
+    try:
+        yield Cluster(state)
+    finally:
+        cl.stop_processes(cl.ClusterState.load(directory).processes, deadline_s=15)
+
+
+@pytest.fixture
+def show_logs_on_failure(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        print(cluster.logs())
+
+
+class LoadProducer:
+    """acks=all produce from a thread until stopped; ``acked`` maps (partition, offset) to the value the
+    delivery report confirmed there."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.topic = topic
+        self.acked: dict[tuple[int, int], bytes] = {}
+        self.errors: list[str] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.producer = Producer({
+            "bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 2, "message.timeout.ms": 120_000,
+            "retry.backoff.ms": 100, "topic.metadata.refresh.interval.ms": 1000,
+        })
+        self._thread = threading.Thread(target=self._run, name="load-producer", daemon=True)
+
+    def _delivered(self, err: KafkaError | None, msg: Message) -> None:
+        with self._lock:
+            if err is not None:
+                self.errors.append(str(err))
+            else:
+                self.acked[(msg.partition(), msg.offset())] = msg.value()
+
+    def _run(self) -> None:
+        n = 0
+        while not self._stop.is_set():
+            try:
+                self.producer.produce(self.topic, f"{self.topic}-{n}".encode(), partition=n % PARTITIONS,
+                                      on_delivery=self._delivered)
+                n += 1
+            except BufferError:
+                pass
+            self.producer.poll(0.005)
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self.acked)
+
+    def __enter__(self) -> LoadProducer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(60)
+        self.producer.flush(120)
+
+
+def assert_every_acknowledged_record_in_place(cluster: Cluster, topic: str, acked: dict[tuple[int, int], bytes]) -> None:
+    ends: dict[int, int] = {}
+    for (p, o) in acked:
+        ends[p] = max(ends.get(p, 0), o + 1)
+    found: dict[tuple[int, int], bytes] = {}
+    with cluster.client() as c:
+        for p, end in ends.items():
+            offset = 0
+            while offset < end:
+                result = c.fetch(topic, p, offset, max_wait_ms=500)
+                assert result.high_watermark >= end, \
+                    f"{topic}-{p}: high watermark {result.high_watermark} below an acknowledged offset {end - 1}"
+                for r in result.records:
+                    found[(p, r.offset)] = r.value or b""
+                assert result.next_offset > offset, f"{topic}-{p}: no progress at {offset}"
+                offset = result.next_offset
+    missing = {k: v for k, v in acked.items() if found.get(k) != v}
+    assert not missing, (f"{len(missing)} of {len(acked)} acknowledged records not where acknowledged, e.g. "
+                         f"{sorted(missing.items())[:5]}")
+
+
+def fail_under_load(cluster: Cluster, topic: str, victim_of: Callable[[], int],
+                    failure: Callable[[int], None], heal: Callable[[int], None]) -> None:
+    """Produce, break broker ``victim_of()`` with ``failure``, see a leader for every partition on the
+    others and the producer carry on, then check every acknowledged record and ``heal`` the victim."""
+    with LoadProducer(cluster.all_bootstrap, topic) as load:
+        wait_for("records acknowledged before the failure", lambda: load.count() >= 200)
+        victim = victim_of()
+        failure(victim)
+        before = load.count()
+        wait_for("a live leader other than the victim for every partition",
+                 lambda: all(leader not in (victim, -1) for leader, _ in cluster.partitions(topic).values()))
+        wait_for("the producer continuing after the failover", lambda: load.count() >= before + 200)
+    assert load.count() > before
+    assert_every_acknowledged_record_in_place(cluster, topic, dict(load.acked))
+    heal(victim)
+    assert_every_acknowledged_record_in_place(cluster, topic, dict(load.acked))
+
+
+def test_kill_9_of_a_partition_leader(cluster: Cluster) -> None:
+    topic = cluster.create_topic()
+    fail_under_load(cluster, topic, lambda: cluster.partitions(topic)[0][0], cluster.kill,
+                    lambda b: cluster.restart(b, [topic]))
+
+
+def test_kill_9_of_the_controller(cluster: Cluster) -> None:
+    topic = cluster.create_topic()
+    old = cluster.controller()
+    fail_under_load(cluster, topic, lambda: old, cluster.kill, lambda b: cluster.restart(b, [topic]))
+    new = cluster.controller()
+    assert new != old and new in cluster.state.brokers
+
+
+def test_a_broker_whose_zookeeper_session_expires_rejoins(cluster: Cluster) -> None:
+    # Frozen past its session timeout: ZooKeeper expires the session and deletes its registration; on
+    # waking up the broker finds its session gone and must register again with a new one.
+    topic = cluster.create_topic()
+
+    def freeze(broker_id: int) -> None:
+        os.kill(cluster.record(broker_id).pid, signal.SIGSTOP)
+
+    def thaw(broker_id: int) -> None:
+        with cluster.client() as c:
+            wait_for("the frozen broker to leave the cluster", lambda: broker_id not in c.metadata([]).brokers)
+        os.kill(cluster.record(broker_id).pid, signal.SIGCONT)
+        with cluster.client() as c:
+            wait_for("the broker to register again", lambda: broker_id in c.metadata([]).brokers)
+        cluster.wait_full_isr([topic])
+
+    fail_under_load(cluster, topic, lambda: cluster.partitions(topic)[1][0], freeze, thaw)
+    assert cluster.record(1).alive() and cluster.live() == sorted(cluster.state.brokers)
+
+
+@pytest.mark.timeout(1500)
+def test_twenty_leader_kills_in_a_row(cluster: Cluster) -> None:
+    topic = cluster.create_topic()
+    for round_ in range(20):
+        # Alternate the partition so every broker is the victim in turn.
+        fail_under_load(cluster, topic, lambda r=round_: cluster.partitions(topic)[r % PARTITIONS][0],
+                        cluster.kill, lambda b: cluster.restart(b, [topic]))
+
+
+def test_cluster_dir_records_the_restarts(cluster: Cluster) -> None:
+    state = cl.ClusterState.load(cluster.state.directory)
+    assert all(p.alive() for p in state.processes)
+    for p in state.processes:
+        pid_file = Path(p.marker).parent / ("zookeeper.pid" if p.name == "zookeeper" else "broker.pid")
+        assert int(pid_file.read_text()) == p.pid
