@@ -293,6 +293,27 @@ class OffsetIndex(_MappedIndex):
             self._entries += 1
             self._last_offset = offset
 
+    def append_if_room(self, offset: int, position: int) -> bool:
+        """The segment's per-batch path: append unless full or not past the last entry; True if appended.
+
+        One lock round and no re-checks, since an active segment's index is asked this for every indexed batch.
+        """
+        with self._lock:
+            if not self._loaded:
+                self._ensure_open()
+            entries = self._entries
+            if entries >= self._max_index_size // 8 or (entries and offset <= self._last_offset):
+                return False
+            rel = offset - self.base_offset
+            if rel < 0 or rel > INT32_MAX:
+                raise InvalidOffsetError(f"offset {offset} does not fit as a relative offset of {self.base_offset}")
+            mm = self._mmap if (entries + 1) * 8 <= self._length else self._ensure_room()
+            assert mm is not None
+            self._FMT.pack_into(mm, entries * 8, rel, position)
+            self._entries = entries + 1
+            self._last_offset = offset
+            return True
+
     def _floor_slot(self, target: int) -> int:
         """Slot of the largest entry with offset <= target, or -1."""
         lo, hi = 0, self._entries - 1
@@ -398,6 +419,21 @@ class TimeIndex(_MappedIndex):
                 self._FMT.pack_into(mm, self._entries * 12, timestamp, self.relative_offset(offset))
                 self._entries += 1
                 self._last = TimestampOffset(timestamp, offset)
+
+    def append_if_room(self, timestamp: int, offset: int) -> bool:
+        """The segment's per-batch path: ``maybe_append`` unless full (then False), in one lock round."""
+        with self._lock:
+            if not self._loaded:
+                self._ensure_open()
+            if self._entries >= self._max_index_size // 12 - 1:
+                return False
+            if timestamp <= self._last.timestamp and self._entries:
+                if timestamp < self._last.timestamp:
+                    raise InvalidOffsetError(
+                        f"attempt to append timestamp {timestamp} to {self.path} after {self._last.timestamp}")
+                return False
+        self.maybe_append(timestamp, offset)
+        return True
 
     def _floor_slot(self, target_ts: int) -> int:
         lo, hi = 0, self._entries - 1

@@ -23,6 +23,7 @@ import bisect
 import enum
 import logging
 import os
+import struct
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -39,7 +40,15 @@ from sofakafka.protocol.records import (
     assign_offsets,
     decode_records,
     iter_batches,
+    read_batch_header,
     validate_batch,
+)
+from sofakafka.protocol.records.header import (
+    V2_HEADER_SIZE,
+    V2_LAST_OFFSET_DELTA,
+    V2_LENGTH,
+    V2_MAGIC,
+    V2_PARTITION_LEADER_EPOCH,
 )
 from sofakafka.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
 from sofakafka.storage.config import LogConfig
@@ -72,13 +81,15 @@ from sofakafka.storage.segment import (
     FetchDataInfo,
     LogOffsetMetadata,
     LogSegment,
-    RollParams,
     TimestampAndOffset,
     wall_clock_ms,
 )
 from sofakafka.storage.transaction_index import AbortedTxn
 
 log = logging.getLogger(__name__)
+
+_INT64 = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -496,10 +507,16 @@ class Log:
 
     # -- appends ----------------------------------------------------------------------------------------------------
     def _analyze(self, buf: bytes | bytearray | memoryview) -> list[BatchHeader]:
+        config = self.config
         try:
             headers = list(iter_batches(buf))
             for h in headers:
                 validate_batch(buf, h)
+                if h.size > config.max_message_bytes:
+                    raise RecordTooLargeError(f"batch of {h.size} bytes exceeds max.message.bytes "
+                                              f"{config.max_message_bytes}")
+                if h.size > config.segment_bytes:
+                    raise RecordTooLargeError(f"batch of {h.size} bytes exceeds segment.bytes {config.segment_bytes}")
         except CorruptRecordError as e:
             raise CorruptLogError(f"{self.topic}-{self.partition}: {e}") from e
         if not headers:
@@ -507,12 +524,26 @@ class Log:
         if headers[-1].end != len(buf):
             raise CorruptLogError(f"{self.topic}-{self.partition}: {len(buf) - headers[-1].end} trailing bytes "
                                   "after the last batch")
-        for h in headers:
-            if h.size > self.config.max_message_bytes:
-                raise RecordTooLargeError(f"batch of {h.size} bytes exceeds max.message.bytes "
-                                          f"{self.config.max_message_bytes}")
-            if h.size > self.config.segment_bytes:
-                raise RecordTooLargeError(f"batch of {h.size} bytes exceeds segment.bytes {self.config.segment_bytes}")
+        return headers
+
+    def _validated_headers(self, buf: bytearray, positions: list[int]) -> list[BatchHeader]:
+        """``_analyze`` for a buffer whose framing ``_stamp_offsets_and_epoch`` has already walked."""
+        config = self.config
+        headers = []
+        try:
+            for position in positions:
+                h = read_batch_header(buf, position)
+                if h is None:  # the walk saw whole batches; a header that disagrees is corrupt
+                    raise CorruptRecordError(position, "batch shorter than its length field")
+                validate_batch(buf, h)
+                if h.size > config.max_message_bytes:
+                    raise RecordTooLargeError(f"batch of {h.size} bytes exceeds max.message.bytes "
+                                              f"{config.max_message_bytes}")
+                if h.size > config.segment_bytes:
+                    raise RecordTooLargeError(f"batch of {h.size} bytes exceeds segment.bytes {config.segment_bytes}")
+                headers.append(h)
+        except CorruptRecordError as e:
+            raise CorruptLogError(f"{self.topic}-{self.partition}: {e}") from e
         return headers
 
     def append_as_leader(self, buf: bytearray, leader_epoch: int, *,
@@ -525,30 +556,47 @@ class Log:
         """
         with self._lock:
             self._check_open()
-            headers = self._analyze(buf)
+            base = self._log_end_offset
             now = self._time_ms()
+            positions = _stamp_offsets_and_epoch(buf, base, leader_epoch)
+            if positions is not None:
+                # Offsets and epoch sit outside the CRC range, so parsing after stamping validates the same
+                # bytes and yields headers with the final offsets: one header parse per batch, not three.
+                headers = self._validated_headers(buf, positions)
+            else:
+                headers = self._analyze(buf)  # raises for anything the quick walk could not take
+                assign_offsets(buf, base, log_append_time=None, partition_leader_epoch=leader_epoch)
+                headers = _restamped(headers, base, leader_epoch, None)
             log_append_time = now if self.config.log_append_time else None
-            assigned = assign_offsets(buf, self._log_end_offset, log_append_time=log_append_time,
-                                      partition_leader_epoch=leader_epoch)
-            headers = _restamped(headers, self._log_end_offset, leader_epoch, log_append_time)
+            if log_append_time is not None:
+                # Restamping time changes attributes, maxTimestamp and so the CRC: only after validation.
+                assign_offsets(buf, base, log_append_time=log_append_time, partition_leader_epoch=leader_epoch)
+                headers = _restamped(headers, base, leader_epoch, log_append_time)
+            producer_state = self.producer_state
+            max_ts, max_ts_offset, record_count = NO_TIMESTAMP, -1, 0
             for h in headers:
+                if h.max_timestamp > max_ts or max_ts_offset < 0:
+                    max_ts, max_ts_offset = max(h.max_timestamp, max_ts), h.last_offset
+                record_count += h.record_count
+                if h.producer_id < 0:
+                    continue  # not idempotent: nothing for the producer state to check
                 control_type, coordinator_epoch = (None, -1)
                 if h.is_control:
                     control_type, coordinator_epoch = self._control_marker(buf, h)
-                duplicate = self.producer_state.check_append(h, origin=origin, control_type=control_type,
-                                                             coordinator_epoch=coordinator_epoch)
+                duplicate = producer_state.check_append(h, origin=origin, control_type=control_type,
+                                                        coordinator_epoch=coordinator_epoch)
                 if duplicate is not None:
                     return self._duplicate_info(duplicate, headers)
             self._append(buf, headers, now)
             return LogAppendInfo(
-                first_offset=assigned.first_offset,
-                last_offset=assigned.last_offset,
-                max_timestamp=assigned.max_timestamp,
-                offset_of_max_timestamp=assigned.shallow_offset_of_max_timestamp,
+                first_offset=base,
+                last_offset=headers[-1].last_offset,
+                max_timestamp=max_ts,
+                offset_of_max_timestamp=max_ts_offset,
                 log_append_time=-1 if log_append_time is None else log_append_time,
                 log_start_offset=self._log_start_offset,
                 valid_bytes=len(buf),
-                record_count=sum(h.record_count for h in headers),
+                record_count=record_count,
             )
 
     def _duplicate_info(self, meta: BatchMetadata, headers: list[BatchHeader]) -> LogAppendInfo:
@@ -599,37 +647,30 @@ class Log:
 
     def _append(self, buf: bytes | bytearray | memoryview, headers: list[BatchHeader], now: int) -> None:
         first, last = headers[0], headers[-1]
+        next_offset = last.last_offset + 1
         if last.last_offset - first.base_offset > INT32_MAX:
             raise RecordTooLargeError(f"append spans offsets {first.base_offset}..{last.last_offset}, more than "
                                       "one segment can index")
-        segment = self._maybe_roll(
-            messages_size=last.end - first.position,
-            first_offset=first.base_offset,
-            max_offset=last.last_offset,
-            max_timestamp=max(h.max_timestamp for h in headers),
-            now=now,
-        )
+        max_timestamp = first.max_timestamp if len(headers) == 1 else max(h.max_timestamp for h in headers)
+        config = self.config
+        segment = self.active_segment
+        if segment.needs_roll(config.segment_ms, config.segment_bytes, max_timestamp, last.last_offset,
+                              last.end - first.position, now):
+            segment = self.roll(first.base_offset)
         segment.append(buf, headers)
+        epochs = self.leader_epoch_cache
         for h in headers:
             if h.magic >= MAGIC_V2:
-                self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
-            self._update_producer_state(buf, h, segment)
-        self._set_log_end_offset(last.next_offset)
-        self.producer_state.update_map_end_offset(last.next_offset)
-        self._unflushed_messages += sum(h.last_offset - h.base_offset + 1 for h in headers)
-        if self._unflushed_messages >= self.config.flush_messages:
+                epochs.assign(h.partition_leader_epoch, h.base_offset)
+            if h.producer_id >= 0:  # batches without a producer id leave the producer state as it is
+                self._update_producer_state(buf, h, segment)
+        self._set_log_end_offset(next_offset)
+        self.producer_state.update_map_end_offset(next_offset)
+        self._unflushed_messages += next_offset - first.base_offset
+        if self._unflushed_messages >= config.flush_messages:
             self.flush()
 
     # -- rolling ----------------------------------------------------------------------------------------------------
-    def _maybe_roll(self, *, messages_size: int, first_offset: int, max_offset: int, max_timestamp: int,
-                    now: int) -> LogSegment:
-        segment = self.active_segment
-        params = RollParams(self.config.segment_ms, self.config.segment_bytes, max_timestamp, max_offset,
-                            messages_size, now)
-        if segment.should_roll(params):
-            return self.roll(first_offset)
-        return segment
-
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at the log end offset (or ``expected_next_offset`` if higher).
 
@@ -1035,6 +1076,39 @@ def _restamped(headers: list[BatchHeader], base_offset: int, leader_epoch: int,
             crc=h.crc))
         offset += delta + 1
     return out
+
+
+_V2_BATCH_SIZE_FIELD_MIN = V2_HEADER_SIZE - 12
+
+
+def _stamp_offsets_and_epoch(buf: bytearray, base_offset: int, leader_epoch: int) -> list[int] | None:
+    """Write base offsets from ``base_offset`` and the leader epoch into every v2 batch of ``buf``, in place;
+    returns the batches' positions.
+
+    Reads only the three fields it needs per batch (length, magic, lastOffsetDelta), so the full header is
+    parsed once, afterwards. None, with ``buf`` untouched, when the framing is not plainly a whole number of
+    v2 batches: the caller then takes the validating path, which says what is wrong.
+    """
+    end = len(buf)
+    position = 0
+    spans: list[tuple[int, int]] = []
+    while position < end:
+        if end - position < V2_HEADER_SIZE or buf[position + V2_MAGIC] != MAGIC_V2:
+            return None
+        (length,) = _INT32.unpack_from(buf, position + V2_LENGTH)
+        (delta,) = _INT32.unpack_from(buf, position + V2_LAST_OFFSET_DELTA)
+        if length < _V2_BATCH_SIZE_FIELD_MIN or delta < 0 or position + 12 + length > end:
+            return None
+        spans.append((position, delta))
+        position += 12 + length
+    if not spans:
+        return None
+    offset = base_offset
+    for position, delta in spans:
+        _INT64.pack_into(buf, position, offset)
+        _INT32.pack_into(buf, position + V2_PARTITION_LEADER_EPOCH, leader_epoch)
+        offset += delta + 1
+    return [position for position, _ in spans]
 
 
 def delete_log_dir(path: Path) -> None:

@@ -94,11 +94,13 @@ class FileRecords:
         return self._fd
 
     def append(self, data: bytes | bytearray | memoryview) -> int:
-        view = memoryview(data)
         position = self._size
-        written = 0
-        while written < len(view):
-            written += os.pwrite(self._fd, view[written:], position + written)
+        total = len(data)
+        written = os.pwrite(self._fd, data, position)
+        if written < total:  # short writes are rare (signals, full disks): only then slice
+            view = memoryview(data)
+            while written < total:
+                written += os.pwrite(self._fd, view[written:], position + written)
         self._size = position + written
         return written
 
@@ -324,31 +326,31 @@ class LogSegment:
             return
         with self._lock:
             last = headers[-1]
-            if not self.can_convert_to_relative_offset(last.last_offset):
+            if not 0 <= last.last_offset - self.base_offset <= INT32_MAX:
                 raise InvalidOffsetError(
                     f"offset {last.last_offset} does not fit in segment {self.base_offset} (int32 relative offset)")
-            self._load_max_timestamp()
-            start_position = self.log.size
-            view = memoryview(buf)
+            if self._max_timestamp_so_far is None:
+                self._load_max_timestamp()
+            log = self.log
+            start_position = log.size
             first, end = headers[0].position, last.end
-            self.log.append(view[first:end])
-            if self.size == end - first:
+            # The usual produce buffer is exactly its batches: write it as it is, no view or slice.
+            log.append(buf if first == 0 and end == len(buf) else memoryview(buf)[first:end])
+            if start_position == 0:
                 self._rolling_loaded = True
                 self._rolling_based_timestamp = headers[0].max_timestamp
             for h in headers:
                 self._index_batch(h, start_position + h.position - first)
 
     def _index_batch(self, h: BatchHeader, position: int) -> None:
-        assert self._max_timestamp_so_far is not None
-        if h.max_timestamp > self._max_timestamp_so_far:
-            self._max_timestamp_so_far = h.max_timestamp
+        max_ts = self._max_timestamp_so_far
+        assert max_ts is not None
+        if h.max_timestamp > max_ts:
+            max_ts = self._max_timestamp_so_far = h.max_timestamp
             self._offset_of_max_timestamp = h.last_offset
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
-            index = self.offset_index
-            if not index.is_full() and (index.entries == 0 or h.last_offset > index.last_offset):
-                index.append(h.last_offset, position)
-            if not self.time_index.is_full():
-                self.time_index.maybe_append(self._max_timestamp_so_far, self._offset_of_max_timestamp)
+            self.offset_index.append_if_room(h.last_offset, position)
+            self.time_index.append_if_room(max_ts, self._offset_of_max_timestamp)
             self._bytes_since_last_index_entry = 0
         self._bytes_since_last_index_entry += h.size
 
@@ -567,13 +569,20 @@ class LogSegment:
         return now_ms - self.created_ms
 
     def should_roll(self, p: RollParams) -> bool:
+        return self.needs_roll(p.max_segment_ms, p.max_segment_bytes, p.max_timestamp_in_messages,
+                               p.max_offset_in_messages, p.messages_size, p.now_ms)
+
+    def needs_roll(self, max_segment_ms: int, max_segment_bytes: int, max_timestamp_in_messages: int,
+                   max_offset_in_messages: int, messages_size: int, now_ms: int) -> bool:
+        """``should_roll`` without building a RollParams: the Log asks this on every append."""
         with self._lock:
-            reached_roll_ms = self.time_waited_for_roll(p.now_ms, p.max_timestamp_in_messages) > \
-                p.max_segment_ms - self.rolling_jitter_ms
-            return (self.size > 0 and self.size > p.max_segment_bytes - p.messages_size) or \
-                (self.size > 0 and reached_roll_ms) or \
-                self.offset_index.is_full() or self.time_index.is_full() or \
-                not self.can_convert_to_relative_offset(p.max_offset_in_messages)
+            size = self.log.size
+            if size > 0 and (size > max_segment_bytes - messages_size or
+                             self.time_waited_for_roll(now_ms, max_timestamp_in_messages) >
+                             max_segment_ms - self.rolling_jitter_ms):
+                return True
+            return self.offset_index.is_full() or self.time_index.is_full() or \
+                not 0 <= max_offset_in_messages - self.base_offset <= INT32_MAX
 
     def on_become_inactive(self) -> None:
         """The segment was rolled: final time-index entry, trim the preallocated indexes and log."""
