@@ -6,8 +6,8 @@ cd "$(dirname "$0")/.."
 
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 # python3-venv: the venv below; kcat: Debian's librdkafka-based client, a peer in tests/integration;
-# nodejs/npm run kafkajs there.
-APT_PACKAGES=(python3-venv kcat nodejs)
+# nodejs/npm run kafkajs there; zookeeper (it pulls a Java runtime) is the real ZooKeeper of tests/cluster.
+APT_PACKAGES=(python3-venv kcat nodejs zookeeper)
 # npm is its own Debian package, but a nodejs from elsewhere bundles it and would conflict with Debian's.
 command -v npm >/dev/null 2>&1 || APT_PACKAGES+=(npm)
 if [ ${#APT_PACKAGES[@]} -gt 0 ]; then

@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
-from sofakafka.broker.config import LONG_MAX, ConfigError, KafkaConfig
+from sofakafka.broker.config import LONG_MAX, KafkaConfig
 from sofakafka.broker.fetch_session import FetchSessionCache
 from sofakafka.broker.group import GroupCoordinator
 from sofakafka.broker.handlers import load_handlers
@@ -44,6 +44,7 @@ from sofakafka.controller.node import ControllerNode
 from sofakafka.controller.store import MetadataStore
 from sofakafka.controller.topics import TopicAdmin
 from sofakafka.controller.zk_data import BrokerEndpoint, TopicPartition
+from sofakafka.controller.zookeeper import ZooKeeperMetadataStore, resolve_broker_id
 from sofakafka.protocol.errors import ErrorCode
 from sofakafka.storage.cleaner import LogCleaner
 from sofakafka.storage.config import LogConfig
@@ -61,13 +62,9 @@ SHUTDOWN_DRAIN_SECONDS = 15.0
 class Broker:
     def __init__(self, config: KafkaConfig) -> None:
         self.config = config
-        if not config.uses_embedded_store:
-            raise ConfigError("zookeeper.connect", "the ZooKeeper metadata backend is not available yet; remove "
-                                                   "zookeeper.connect to use the embedded metadata store")
         broker_id = config.effective_broker_id()
-        if broker_id is None:
-            raise ConfigError("broker.id", "-1 (generated ids) needs ZooKeeper; set broker.id")
-        self.broker_id = broker_id
+        # None: generated from ZooKeeper's /brokers/seqid once the session is open (_start_components).
+        self.broker_id = -1 if broker_id is None else broker_id
         self.server = SocketServer(self, config)
         self.fetch_sessions = FetchSessionCache(config.get_int("max.incremental.fetch.session.cache.slots"))
         self._background = ThreadPoolExecutor(2, thread_name_prefix="background")
@@ -187,9 +184,18 @@ class Broker:
         log.info("data in %s (metadata in %s)", ", ".join(config.log_dirs), metadata_dir)
 
         def open_store() -> ControllerNode:
-            self._metadata_server = EmbeddedMetadataServer.open(
-                metadata_dir, snapshot_interval_ops=config.get_int("sofakafka.metadata.snapshot.interval.ops"))
-            self.store = self._metadata_server.connect()
+            if config.uses_embedded_store:
+                self._metadata_server = EmbeddedMetadataServer.open(
+                    metadata_dir, snapshot_interval_ops=config.get_int("sofakafka.metadata.snapshot.interval.ops"))
+                self.store = self._metadata_server.connect()
+            else:
+                self.store = ZooKeeperMetadataStore.connect(
+                    config.zookeeper_connect or "", config.zookeeper_chroot,
+                    session_timeout=config.get_int("zookeeper.session.timeout.ms") / 1000.0,
+                    connection_timeout=config.zookeeper_connection_timeout_ms / 1000.0)
+                if self.broker_id < 0:
+                    self.broker_id = resolve_broker_id(self.store, [Path(d) for d in config.log_dirs],
+                                                       config.get_int("reserved.broker.max.id"))
             return ControllerNode.start(
                 self.store,
                 self.broker_id,

@@ -1,0 +1,338 @@
+"""The ZooKeeper MetadataStore against a real ZooKeeper: the embedded store's model, sessions, chroot."""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from kazoo.client import KazooClient
+
+from sofakafka.controller.store import (
+    BadArgumentsError,
+    BadVersionError,
+    ConnectionLossError,
+    CreateOp,
+    EventType,
+    NodeExistsError,
+    NoNodeError,
+    Op,
+    SessionExpiredError,
+    SessionState,
+    SetDataOp,
+)
+from sofakafka.controller.zookeeper import (
+    JUTE_MAX_BUFFER,
+    ZooKeeperMetadataStore,
+    generate_broker_sequence_id,
+    resolve_broker_id,
+)
+from tests.cluster.conftest import ZooKeeperServer, free_port
+from tests.unit.controller.test_embedded_store import Model, Recorder, StoreMachine
+
+WAIT_S = 30.0
+"""A bound on waiting for a session state or an event, never a timing assertion."""
+
+
+@pytest.fixture
+def store(zookeeper: ZooKeeperServer, zk_chroot: str) -> Iterator[ZooKeeperMetadataStore]:
+    s = ZooKeeperMetadataStore.connect(zookeeper.hosts, zk_chroot, session_timeout=10)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def second(zookeeper: ZooKeeperServer, zk_chroot: str) -> Iterator[ZooKeeperMetadataStore]:
+    """Another session on the same chroot (another broker)."""
+    s = ZooKeeperMetadataStore.connect(zookeeper.hosts, zk_chroot, session_timeout=10)
+    yield s
+    s.close()
+
+
+class StateLog:
+    """A session-state listener that can be waited on."""
+
+    def __init__(self) -> None:
+        self.states: list[SessionState] = []
+        self._cond = threading.Condition()
+
+    def __call__(self, state: SessionState) -> None:
+        with self._cond:
+            self.states.append(state)
+            self._cond.notify_all()
+
+    def wait_for(self, state: SessionState, after: int = 0) -> None:
+        with self._cond:
+            assert self._cond.wait_for(lambda: state in self.states[after:], WAIT_S), self.states
+
+
+def expire(zookeeper: ZooKeeperServer, store: ZooKeeperMetadataStore) -> None:
+    """Expire a session for real: a second client joins it with its id and password and closes it."""
+    thief = KazooClient(hosts=zookeeper.hosts, client_id=store.client_id, timeout=10)
+    thief.start(timeout=WAIT_S)
+    thief.stop()
+    thief.close()
+
+
+def drop_connection(store: ZooKeeperMetadataStore) -> None:
+    """Cut the TCP connection under the session (a network blip); the session itself lives on."""
+    sock = store._client._connection._socket
+    sock.shutdown(socket.SHUT_RDWR)
+
+
+# ------------------------------------------------------------------------------------- the same model
+
+
+_machines = itertools.count()
+
+
+class ZooKeeperStoreMachine(StoreMachine):
+    """The embedded store's model-based machine, its sessions opened on ZooKeeper under a fresh chroot.
+
+    Only what differs between the backends is overridden: how sessions are made, ``restart`` (there is no
+    server to restart; every session closes at once instead, as a broker crash does), ``sync`` (a session's
+    ``sync`` covers its own watches, so every session is synced), and the order of the events a closing
+    session's ephemerals fire (ZooKeeper deletes them in hash-set order, so only the multiset is fixed).
+    """
+
+    hosts = ""
+
+    def __init__(self) -> None:
+        RuleBasedStateMachine.__init__(self)
+        self.chroot = f"/machine-{next(_machines)}"
+        self.model = Model()
+        self.sessions = []
+        self.recorders = []
+        self.watches = set()
+        self.expected = []
+        self._new_session()
+
+    def teardown(self) -> None:
+        for s in self.sessions:
+            if s is not None:
+                s.close()
+        with ZooKeeperMetadataStore.connect(self.hosts, session_timeout=10) as admin:
+            admin.delete(self.chroot, recursive=True)
+
+    def _new_session(self) -> None:
+        self.sessions.append(ZooKeeperMetadataStore.connect(self.hosts, self.chroot, session_timeout=10))
+        self.recorders.append(Recorder())
+        self.expected.append([])
+
+    def _sync_all(self) -> None:
+        for s in self.sessions:
+            if s is not None:
+                s.sync(timeout=WAIT_S)
+
+    @precondition(lambda self: self._open_sessions())
+    @rule(data=st.data())
+    def close_session(self, data: st.DataObject) -> None:
+        self.watch_events_match_model()
+        StoreMachine.close_session(self, data)
+        self._sync_all()
+        for index in self._open_sessions():
+            assert Counter(self.recorders[index].take()) == Counter(self.expected[index])
+            self.expected[index] = []
+
+    def _apply(self, model: Model, op: Op, session: int, changes: list[tuple[str, str]]) -> object:
+        """ZooKeeper (3.5 and later) names a sequential child after the number of children ever created
+        under the parent, which is ``(cversion + num_children) / 2`` (the ``cversion`` it reports counts
+        deletes too); the embedded store and the model use ``cversion`` itself, which differs once a child
+        was deleted. Both are unique and increasing, which is all Kafka asks of them; the model is given
+        ZooKeeper's rule here and the divergence is reported."""
+        parent = op.path.rpartition("/")[0] or "/"
+        if isinstance(op, CreateOp) and op.sequence and parent in model.nodes and model.nodes[parent].owner is None:
+            created = (model.nodes[parent].cversion + len(model.children(parent))) // 2
+            op = CreateOp(f"{op.path}{created:010d}", op.data, op.ephemeral, sequence=False)
+        return StoreMachine._apply(self, model, op, session, changes)
+
+    @rule()
+    def restart(self) -> None:
+        for s in self.sessions:
+            if s is not None:
+                s.close()
+        for path in sorted(p for p, n in self.model.nodes.items() if n.owner is not None):
+            del self.model.nodes[path]
+            self.model.nodes[path.rpartition("/")[0] or "/"].cversion += 1
+        for recorder in self.recorders:
+            recorder.take()
+        self.sessions = [None] * len(self.sessions)
+        self.watches.clear()
+        self.expected = [[] for _ in self.sessions]
+        self._new_session()
+
+    @invariant()
+    def watch_events_match_model(self) -> None:
+        self._sync_all()
+        StoreMachine.watch_events_match_model(self)
+
+
+def test_zookeeper_store_matches_the_embedded_model(zookeeper: ZooKeeperServer) -> None:
+    ZooKeeperStoreMachine.hosts = zookeeper.hosts
+    ZooKeeperStoreMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)
+    ZooKeeperStoreMachine.TestCase().runTest()
+
+
+# -------------------------------------------------------------------------------------------- chroot
+
+
+def test_connect_creates_a_missing_chroot_and_confines_every_path(zookeeper: ZooKeeperServer, zk_chroot: str) -> None:
+    chroot = zk_chroot + "/nested/kafka"
+    with ZooKeeperMetadataStore.connect(zookeeper.hosts, session_timeout=10) as outside:
+        assert outside.exists(chroot) is None
+        with ZooKeeperMetadataStore.connect(zookeeper.hosts, chroot, session_timeout=10) as inside:
+            assert inside.get_children("/") == []
+            seen = Recorder()
+            inside.get_children("/", watch=seen)
+            assert inside.create("/brokers/ids/1", b"{}", ephemeral=True, makepath=True) == "/brokers/ids/1"
+            assert inside.create("/s-", b"", sequence=True) == "/s-0000000001"
+            assert inside.multi([CreateOp("/t-", sequence=True)]) == ["/t-0000000002"]
+            inside.sync(WAIT_S)
+            assert seen.take() == [(EventType.CHILD, "/")]
+            data, stat = outside.get(chroot + "/brokers/ids/1")
+            assert data == b"{}" and stat.ephemeral_owner == inside.session_id
+            assert outside.get_children(chroot) == ["brokers", "s-0000000001", "t-0000000002"]
+        assert outside.get_children(chroot + "/brokers/ids") == []
+        outside.delete(zk_chroot, recursive=True)
+
+
+def test_errors_are_ours(store: ZooKeeperMetadataStore) -> None:
+    store.create("/a", b"1")
+    with pytest.raises(NodeExistsError):
+        store.create("/a")
+    with pytest.raises(NoNodeError):
+        store.get("/missing")
+    with pytest.raises(BadVersionError) as info:
+        store.multi([SetDataOp("/a", b"2", version=0), SetDataOp("/a", b"3", version=0)])
+    assert info.value.op_index == 1
+    assert store.get("/a")[0] == b"1"
+
+
+def test_data_the_server_would_drop_the_connection_for_is_refused_up_front(store: ZooKeeperMetadataStore) -> None:
+    states = StateLog()
+    store.add_listener(states)
+    with pytest.raises(BadArgumentsError):
+        store.create("/big", b"x" * JUTE_MAX_BUFFER)
+    store.create("/big", b"x" * (JUTE_MAX_BUFFER - 2048))
+    with pytest.raises(BadArgumentsError):
+        store.set("/big", b"x" * JUTE_MAX_BUFFER)
+    assert len(store.get("/big")[0]) == JUTE_MAX_BUFFER - 2048
+    store.sync(WAIT_S)
+    assert states.states == []
+
+
+def test_connect_gives_up_at_the_connection_timeout() -> None:
+    with pytest.raises(ConnectionLossError):
+        ZooKeeperMetadataStore.connect(f"127.0.0.1:{free_port()}", session_timeout=4, connection_timeout=1)
+
+
+# ------------------------------------------------------------------------------------------ sessions
+
+
+def test_an_expired_session_is_lost_its_ephemerals_gone_and_its_calls_refused(
+    zookeeper: ZooKeeperServer, store: ZooKeeperMetadataStore, second: ZooKeeperMetadataStore
+) -> None:
+    states = StateLog()
+    store.add_listener(states)
+    store.create("/brokers/ids/1", b"{}", ephemeral=True, makepath=True)
+    seen = Recorder()
+    assert second.exists("/brokers/ids/1", watch=seen) is not None
+    assert second.get_children("/brokers/ids", watch=seen) == ["1"]
+
+    expire(zookeeper, store)
+
+    states.wait_for(SessionState.LOST)
+    assert states.states[-1] == SessionState.LOST
+    assert store.closed
+    with pytest.raises(SessionExpiredError):
+        store.get("/")
+    second.sync(WAIT_S)
+    assert seen.take() == [(EventType.DELETED, "/brokers/ids/1"), (EventType.CHILD, "/brokers/ids")]
+    assert second.get_children("/brokers/ids") == []
+    # kazoo would have opened a new session behind our back; the store stopped it instead.
+    assert not store._client.connected
+    store.close()
+
+
+def test_a_dropped_connection_suspends_then_reconnects_the_same_session_and_rearms_watches(
+    store: ZooKeeperMetadataStore, second: ZooKeeperMetadataStore
+) -> None:
+    states = StateLog()
+    store.add_listener(states)
+    store.create("/e", b"", ephemeral=True)
+    second.create("/data", b"0")
+    second.create("/kids")
+    seen = Recorder()
+    store.exists("/born", watch=seen)
+    store.get("/data", watch=seen)
+    store.get_children("/kids", watch=seen)
+    store.exists("/quiet", watch=seen)
+
+    drop_connection(store)
+    # Whether these land while the session is disconnected or after it is back, each watch fires once.
+    second.create("/born")
+    second.set("/data", b"1")
+    second.create("/kids/k")
+
+    states.wait_for(SessionState.SUSPENDED)
+    states.wait_for(SessionState.CONNECTED, after=states.states.index(SessionState.SUSPENDED))
+    store.sync(WAIT_S)
+    assert sorted(seen.take(), key=str) == sorted(
+        [(EventType.CREATED, "/born"), (EventType.CHANGED, "/data"), (EventType.CHILD, "/kids")], key=str
+    )
+    # The same session: its ephemeral survived, and the untouched watch is still armed, once.
+    stat = second.exists("/e")
+    assert stat is not None and stat.ephemeral_owner == store.session_id
+    second.create("/quiet")
+    second.set("/data", b"2")
+    store.sync(WAIT_S)
+    assert seen.take() == [(EventType.CREATED, "/quiet")]
+    assert SessionState.LOST not in states.states
+
+
+def test_close_deletes_ephemerals_and_tells_listeners(
+    zookeeper: ZooKeeperServer, zk_chroot: str, second: ZooKeeperMetadataStore
+) -> None:
+    broker = ZooKeeperMetadataStore.connect(zookeeper.hosts, zk_chroot, session_timeout=10)
+    states = StateLog()
+    broker.add_listener(states)
+    broker.create("/controller", b"{}", ephemeral=True)
+    seen = Recorder()
+    second.exists("/controller", watch=seen)
+    broker.close()
+    broker.close()
+    assert states.states == [SessionState.LOST]
+    second.sync(WAIT_S)
+    assert seen.take() == [(EventType.DELETED, "/controller")]
+
+
+def test_recursive_delete_takes_the_subtree_in_one_transaction(store: ZooKeeperMetadataStore) -> None:
+    store.create("/t/partitions/0/state", b"{}", makepath=True)
+    store.create("/t/partitions/1/state", b"{}", makepath=True)
+    parent = store.exists("/")
+    assert parent is not None
+    with pytest.raises(BadVersionError):
+        store.delete("/t", version=5, recursive=True)
+    assert store.exists("/t/partitions/1/state") is not None
+    store.delete("/t", recursive=True)
+    assert store.get_children("/") == []
+    store.delete("/t", recursive=True)
+
+
+# ---------------------------------------------------------------------------------------- broker ids
+
+
+def test_generated_broker_ids_follow_the_seqid_version_and_meta_properties_win(
+    store: ZooKeeperMetadataStore, tmp_path: Path
+) -> None:
+    assert [generate_broker_sequence_id(store) for _ in range(3)] == [1, 2, 3]
+    assert resolve_broker_id(store, [tmp_path], 1000) == 1004
+    (tmp_path / "meta.properties").write_text("version=0\nbroker.id=1001\n")
+    assert resolve_broker_id(store, [tmp_path], 1000) == 1001
