@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sofakafka.broker.handlers import RawResponse, RequestContext, lookup
+from sofakafka.broker.handlers import HandlerSpec, RawResponse, RequestContext, lookup
 from sofakafka.broker.handlers.api_versions import unsupported_version_response
 from sofakafka.protocol.api import decode_request_body, response_type
 from sofakafka.protocol.errors import ErrorCode, KafkaError, ProtocolError, UnsupportedVersionError
@@ -44,7 +44,7 @@ from sofakafka.protocol.headers import (
     decode_request_header,
     response_header_version,
 )
-from sofakafka.protocol.schema import Response
+from sofakafka.protocol.schema import Request, Response
 
 if TYPE_CHECKING:
     from sofakafka.broker.server import SocketServer
@@ -239,19 +239,20 @@ class KafkaConnection(asyncio.BufferedProtocol):
             connection_state=self._connection_state,
             close_connection=self.close_for,
         )
-        task = asyncio.get_running_loop().create_task(self._run(spec.handler, ctx, body, slot))
+        task = asyncio.get_running_loop().create_task(self._run(spec, ctx, body, slot))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         self._update_reading()
 
-    async def _run(self, handler: object, ctx: RequestContext, body: object, slot: _Slot) -> None:
+    async def _run(self, spec: HandlerSpec, ctx: RequestContext, body: Request, slot: _Slot) -> None:
         header = ctx.header
+        result: Response | RawResponse | None
         try:
-            result = await handler(ctx, body)  # type: ignore[operator]
+            result = await spec.handler(ctx, body)
         except KafkaError as exc:
             log.info("%s v%d from %s failed with %s: %s", _api_name(ctx.api_key), ctx.api_version, self.peer,
                      exc.code.name, exc.message)
-            result = _error_response(ctx.api_key, exc.code)
+            result = _error_response(spec, body, ctx.api_version, exc.code)
             if result is None:
                 self._finish(slot, None)
                 self.close_for(f"{_api_name(ctx.api_key)} failed with {exc.code.name} and its response cannot say so")
@@ -261,7 +262,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except Exception:
             log.exception("unexpected error handling %s v%d from %s", _api_name(ctx.api_key), ctx.api_version,
                           self.peer)
-            result = _error_response(ctx.api_key, ErrorCode.UNKNOWN_SERVER_ERROR)
+            result = _error_response(spec, body, ctx.api_version, ErrorCode.UNKNOWN_SERVER_ERROR)
             if result is None:
                 self._finish(slot, None)
                 self.close_for(f"{_api_name(ctx.api_key)} failed and its response cannot carry an error")
@@ -299,7 +300,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _answer_unsupported(self, header: RequestHeader) -> None:
         name = _api_name(header.request_api_key)
-        body = _error_response(header.request_api_key, ErrorCode.UNSUPPORTED_VERSION)
+        body = _top_level_error_response(header.request_api_key, ErrorCode.UNSUPPORTED_VERSION)
         if body is None:
             self.close_for(f"{name} v{header.request_api_version} is not supported and its response cannot say so")
             return
@@ -413,7 +414,14 @@ def _api_name(api_key: int) -> str:
         return f"API {api_key}"
 
 
-def _error_response(api_key: int, code: ErrorCode) -> Response | None:
+def _error_response(spec: HandlerSpec, request: Request, version: int, code: ErrorCode) -> Response | None:
+    """What Kafka's getErrorResponse answers: ``code`` for every partition or resource of the request."""
+    if spec.error_response is not None:
+        return spec.error_response(request, version, int(code))
+    return _top_level_error_response(spec.api_key, code)
+
+
+def _top_level_error_response(api_key: int, code: ErrorCode) -> Response | None:
     """A body that says ``code`` for the whole request, if the response has a top-level error code."""
     cls = response_type(api_key)
     if "error_code" not in getattr(cls, "__dataclass_fields__", {}):

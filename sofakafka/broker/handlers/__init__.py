@@ -78,6 +78,10 @@ class RequestContext:
 
 HandlerResult = Response | RawResponse | None
 Handler = Callable[[RequestContext, Any], Awaitable[HandlerResult]]
+ErrorResponseBuilder = Callable[[Any, int, int], Response | None]
+"""(request, api version, error code) -> a response that gives every partition or resource of the request that code, as
+Kafka's ``getErrorResponse``; used when a handler fails as a whole. None: the request gets no response (acks=0
+Produce), so the connection closes instead."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +90,7 @@ class HandlerSpec:
     min_version: int
     max_version: int
     handler: Handler
+    error_response: ErrorResponseBuilder | None = None
 
     def accepts(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -94,11 +99,14 @@ class HandlerSpec:
 REGISTRY: dict[int, HandlerSpec] = {}
 
 
-def handles(api_key: int, min_version: int | None = None, max_version: int | None = None) -> Callable[[Handler], Handler]:
+def handles(api_key: int, min_version: int | None = None, max_version: int | None = None, *,
+            error_response: ErrorResponseBuilder | None = None) -> Callable[[Handler], Handler]:
     """Register the decorated coroutine for ``api_key``; versions default to everything the codec knows.
 
     The range must lie within the codec's, since the connection decodes the body with it before the handler
-    runs. Registering a key twice is a programming error (two modules claiming one API).
+    runs. Registering a key twice is a programming error (two modules claiming one API). ``error_response``
+    answers a request whose handler failed as a whole; without it the connection falls back to a top-level
+    error code, or closes when the response has none.
     """
     codec_min, codec_max = valid_versions(api_key)
     lo = codec_min if min_version is None else min_version
@@ -110,7 +118,7 @@ def handles(api_key: int, min_version: int | None = None, max_version: int | Non
         existing = REGISTRY.get(api_key)
         if existing is not None and existing.handler is not fn:
             raise ValueError(f"API key {api_key} is already handled by {existing.handler.__qualname__}")
-        REGISTRY[api_key] = HandlerSpec(api_key, lo, hi, fn)
+        REGISTRY[api_key] = HandlerSpec(api_key, lo, hi, fn, error_response)
         return fn
 
     return register
@@ -141,6 +149,7 @@ def load_handlers() -> None:
 
 __all__ = [
     "REGISTRY",
+    "ErrorResponseBuilder",
     "Handler",
     "HandlerResult",
     "HandlerSpec",

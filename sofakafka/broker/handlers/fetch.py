@@ -51,7 +51,18 @@ def _down_conversion_magic(version: int) -> int | None:
     return None
 
 
-@handles(ApiKey.FETCH, 0, 11)
+def fetch_error_response(request: FetchRequest, version: int, code: int) -> FetchResponse:
+    """Every partition carries the code (older versions have no other place for it), v7+ the top level too."""
+    return FetchResponse(
+        error_code=code if version >= 7 else 0,
+        topics=[TopicResponse(name=t.name, partitions=[
+            PartitionResponse(partition_index=p.partition_index, error_code=code, high_watermark=-1,
+                              last_stable_offset=-1, log_start_offset=-1, aborted=None if version >= 4 else [],
+                              preferred_read_replica=-1, records=b"")
+            for p in t.fetch_partitions]) for t in request.topics])
+
+
+@handles(ApiKey.FETCH, 0, 11, error_response=fetch_error_response)
 async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> RawResponse | FetchResponse:
     version = ctx.api_version
     broker = ctx.broker

@@ -29,7 +29,14 @@ PartitionResponse = TopicResponse.ListOffsetPartitionResponse
 PartitionRequest = ListOffsetRequest.ListOffsetTopic.ListOffsetPartition
 
 
-@handles(ApiKey.LIST_OFFSETS, 0, 5)
+def list_offsets_error_response(request: ListOffsetRequest, version: int, code: int) -> ListOffsetResponse:
+    return ListOffsetResponse(topics=[
+        TopicResponse(name=t.name, partitions=[PartitionResponse(partition_index=p.partition_index, error_code=code)
+                                               for p in t.partitions])
+        for t in request.topics])
+
+
+@handles(ApiKey.LIST_OFFSETS, 0, 5, error_response=list_offsets_error_response)
 async def handle_list_offsets(ctx: RequestContext, request: ListOffsetRequest) -> ListOffsetResponse:
     rm = ctx.broker.replica_manager
     version = ctx.api_version

@@ -43,7 +43,11 @@ TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 
-@handles(ApiKey.METADATA, 0, 9)
+def metadata_error_response(request: MetadataRequest, version: int, code: int) -> MetadataResponse:
+    return MetadataResponse(topics=[Topic(error_code=code, name=t.name) for t in request.topics or []])
+
+
+@handles(ApiKey.METADATA, 0, 9, error_response=metadata_error_response)
 async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     broker = ctx.broker
     version = ctx.api_version

@@ -25,7 +25,15 @@ PartitionResult = TopicResult.OffsetForLeaderPartitionResult
 PartitionRequest = OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition
 
 
-@handles(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 3)
+def offset_for_leader_epoch_error_response(request: OffsetForLeaderEpochRequest, version: int, code: int
+                                           ) -> OffsetForLeaderEpochResponse:
+    return OffsetForLeaderEpochResponse(topics=[
+        TopicResult(name=t.name, partitions=[PartitionResult(partition_index=p.partition_index, error_code=code,
+                                                             leader_epoch=-1, end_offset=-1) for p in t.partitions])
+        for t in request.topics])
+
+
+@handles(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 3, error_response=offset_for_leader_epoch_error_response)
 async def handle_offset_for_leader_epoch(ctx: RequestContext, request: OffsetForLeaderEpochRequest
                                          ) -> OffsetForLeaderEpochResponse:
     rm = ctx.broker.replica_manager

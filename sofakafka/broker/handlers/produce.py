@@ -32,7 +32,16 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 ADMIN_CLIENT_ID = "__admin_client"
 
 
-@handles(ApiKey.PRODUCE, 0, 8)
+def produce_error_response(request: ProduceRequest, version: int, code: int) -> ProduceResponse | None:
+    if request.acks == 0:
+        return None
+    return ProduceResponse(responses=[
+        TopicResponse(name=t.name, partitions=[PartitionResponse(partition_index=p.partition_index, error_code=code,
+                                                                 base_offset=-1) for p in t.partitions])
+        for t in request.topics])
+
+
+@handles(ApiKey.PRODUCE, 0, 8, error_response=produce_error_response)
 async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     version = ctx.api_version
     entries: list[tuple[TopicPartition, Buffer | None]] = []
