@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 from kazoo.client import KazooClient
 
 from sofakafka.controller.store import (
@@ -176,8 +182,9 @@ class ZooKeeperStoreMachine(StoreMachine):
 
 def test_zookeeper_store_matches_the_embedded_model(zookeeper: ZooKeeperServer) -> None:
     ZooKeeperStoreMachine.hosts = zookeeper.hosts
-    ZooKeeperStoreMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)
-    ZooKeeperStoreMachine.TestCase().runTest()
+    run_state_machine_as_test(
+        ZooKeeperStoreMachine, settings=settings(max_examples=40, stateful_step_count=30, deadline=None)
+    )
 
 
 # -------------------------------------------------------------------------------------------- chroot
