@@ -155,7 +155,8 @@ class _MappedIndex:
 
     def is_full(self) -> bool:
         with self._lock:
-            self._ensure_open()
+            if not self._loaded:
+                self._ensure_open()
             return self._entries >= self._max_index_size // self.ENTRY_SIZE
 
     def size_in_bytes(self) -> int:
@@ -399,7 +400,8 @@ class TimeIndex(_MappedIndex):
     def is_full(self) -> bool:
         # One slot stays free for the entry written when the segment is rolled (skip_full_check).
         with self._lock:
-            self._ensure_open()
+            if not self._loaded:
+                self._ensure_open()
             return self._entries >= self._max_index_size // self.ENTRY_SIZE - 1
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:

@@ -105,9 +105,12 @@ class FetchIsolation(enum.Enum):
     TXN_COMMITTED = "txn_committed"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class LogAppendInfo:
-    """What an append did; the produce path turns it into a response."""
+    """What an append did; the produce path turns it into a response.
+
+    Not frozen: a frozen dataclass pays an ``object.__setattr__`` per field, and one is built per append.
+    """
 
     first_offset: int
     last_offset: int
@@ -164,7 +167,9 @@ class Log:
         self._recovery_point = recovery_point
         self._high_watermark = 0
         self._log_end_offset = 0
-        self._log_end_metadata = LogOffsetMetadata(0)
+        # (offset, segment base, position), one tuple swapped atomically; the dataclass is built on demand
+        # so appends do not pay for it.
+        self._log_end_position: tuple[int, int, int] = (0, -1, -1)
         self._hw_listeners: list[Callable[[int], None]] = []
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._unflushed_messages = 0
@@ -223,7 +228,8 @@ class Log:
 
     @property
     def log_end_offset_metadata(self) -> LogOffsetMetadata:
-        return self._log_end_metadata
+        offset, segment_base, position = self._log_end_position
+        return LogOffsetMetadata(offset, segment_base, position)
 
     @property
     def log_start_offset(self) -> int:
@@ -308,7 +314,7 @@ class Log:
     def _set_log_end_offset(self, offset: int) -> None:
         self._log_end_offset = offset
         active = self.active_segment
-        self._log_end_metadata = LogOffsetMetadata(offset, active.base_offset, active.size)
+        self._log_end_position = (offset, active.base_offset, active.size)
         if self._high_watermark > offset:
             self._set_high_watermark(offset)
         if self._recovery_point > offset:
@@ -352,7 +358,7 @@ class Log:
         next_offset = active.read_next_offset()
         self._log_start_offset = min(max(self._log_start_offset, self.log_segments()[0].base_offset), next_offset)
         self._log_end_offset = next_offset
-        self._log_end_metadata = LogOffsetMetadata(next_offset, active.base_offset, active.size)
+        self._log_end_position = (next_offset, active.base_offset, active.size)
         self._recovery_point = min(max(self._recovery_point, 0), next_offset)
         if had_clean_shutdown:
             self._recovery_point = next_offset
@@ -555,7 +561,8 @@ class Log:
         offsets and ``duplicate=True``. Producer-state violations raise KafkaError with their codes.
         """
         with self._lock:
-            self._check_open()
+            if self._closed:
+                self._check_open()
             base = self._log_end_offset
             now = self._time_ms()
             positions = _stamp_offsets_and_epoch(buf, base, leader_epoch)
@@ -692,7 +699,7 @@ class Log:
             self.producer_state.take_snapshot()
             segment = self._new_segment(new_offset)
             self._add_segment(segment)
-            self._log_end_metadata = LogOffsetMetadata(self._log_end_offset, segment.base_offset, 0)
+            self._log_end_position = (self._log_end_offset, segment.base_offset, 0)
             self.flush(new_offset)
             return segment
 
@@ -1086,12 +1093,14 @@ def _stamp_offsets_and_epoch(buf: bytearray, base_offset: int, leader_epoch: int
     returns the batches' positions.
 
     Reads only the three fields it needs per batch (length, magic, lastOffsetDelta), so the full header is
-    parsed once, afterwards. None, with ``buf`` untouched, when the framing is not plainly a whole number of
-    v2 batches: the caller then takes the validating path, which says what is wrong.
+    parsed once, afterwards. None when the framing is not plainly a whole number of v2 batches: the caller
+    then takes the validating path, which says what is wrong (and stamps again, so a partly stamped ``buf``
+    does not matter; neither field is covered by the CRC).
     """
     end = len(buf)
     position = 0
-    spans: list[tuple[int, int]] = []
+    offset = base_offset
+    positions: list[int] = []
     while position < end:
         if end - position < V2_HEADER_SIZE or buf[position + V2_MAGIC] != MAGIC_V2:
             return None
@@ -1099,16 +1108,12 @@ def _stamp_offsets_and_epoch(buf: bytearray, base_offset: int, leader_epoch: int
         (delta,) = _INT32.unpack_from(buf, position + V2_LAST_OFFSET_DELTA)
         if length < _V2_BATCH_SIZE_FIELD_MIN or delta < 0 or position + 12 + length > end:
             return None
-        spans.append((position, delta))
-        position += 12 + length
-    if not spans:
-        return None
-    offset = base_offset
-    for position, delta in spans:
         _INT64.pack_into(buf, position, offset)
         _INT32.pack_into(buf, position + V2_PARTITION_LEADER_EPOCH, leader_epoch)
+        positions.append(position)
         offset += delta + 1
-    return [position for position, _ in spans]
+        position += 12 + length
+    return positions or None
 
 
 def delete_log_dir(path: Path) -> None:
