@@ -54,7 +54,7 @@ def test_the_ready_line_names_the_listener_and_the_data_dir_and_sigterm_shuts_do
 @pytest.mark.parametrize("override,named", [
     ("log.retention.hourz=1", "log.retention.hourz"),
     ("num.partitions=zero", "num.partitions"),
-    ("zookeeper.connect=127.0.0.1:2181", "zookeeper.connect"),
+    ("zookeeper.connect=127.0.0.1", "zookeeper.connect"),
 ])
 def test_a_wrong_key_or_value_stops_start_up_naming_it(tmp_path: Path, override: str, named: str) -> None:
     proc = _serve("--override", f"log.dirs={tmp_path}", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
@@ -62,6 +62,15 @@ def test_a_wrong_key_or_value_stops_start_up_naming_it(tmp_path: Path, override:
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 2
     assert named in err and "started" not in out
+
+
+def test_an_unreachable_zookeeper_stops_start_up_with_a_clear_message(tmp_path: Path) -> None:
+    proc = _serve("--override", f"log.dirs={tmp_path}", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+                  "--override", "zookeeper.connect=127.0.0.1:1", "--override", "zookeeper.connection.timeout.ms=500",
+                  cwd=tmp_path)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    assert "cannot start" in err and "127.0.0.1:1" in err and "Traceback" not in err and "started" not in out
 
 
 def test_a_properties_file_is_read_and_overrides_win(tmp_path: Path) -> None:
