@@ -255,7 +255,8 @@ class ZooKeeperMetadataStore(MetadataStore):
     def _on_kazoo_state(self, state: Any) -> None:
         # kazoo's connection thread: record, hand on, never block.
         mapped = _SESSION_STATES.get(state)
-        if mapped is None:
+        if mapped is None or self._lost:
+            # After LOST, kazoo may connect a new session before it is stopped: not ours, not reported.
             return
         if mapped is SessionState.CONNECTED:
             self._connected.set()
@@ -608,12 +609,14 @@ def generate_broker_sequence_id(store: MetadataStore) -> int:
     """A cluster-unique number from ``/brokers/seqid``'s version, as Kafka 2.6 generates broker ids: an
     unconditional set bumps the version atomically, so two brokers never get the same one. The broker adds
     ``reserved.broker.max.id``."""
-    while True:
+    for _ in range(3):
         try:
             return store.set(BROKER_SEQUENCE_ID_PATH, b"").version
         except NoNodeError:
             with contextlib.suppress(NodeExistsError):
                 store.create(BROKER_SEQUENCE_ID_PATH, b"", makepath=True)
+    # Only someone deleting the node as fast as we create it gets here.
+    raise NoNodeError(f"{BROKER_SEQUENCE_ID_PATH} keeps disappearing", BROKER_SEQUENCE_ID_PATH)
 
 
 def resolve_broker_id(store: MetadataStore, log_dirs: Sequence[Path], reserved_max_id: int) -> int:

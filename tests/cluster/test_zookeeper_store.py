@@ -40,7 +40,7 @@ from sofakafka.controller.zookeeper import (
     generate_broker_sequence_id,
     resolve_broker_id,
 )
-from tests.cluster.conftest import ZooKeeperServer, free_port
+from tests.cluster.conftest import ZooKeeperServer, free_port, start_zookeeper
 from tests.unit.controller.test_embedded_store import Model, Recorder, StoreMachine
 
 WAIT_S = 30.0
@@ -302,6 +302,32 @@ def test_a_dropped_connection_suspends_then_reconnects_the_same_session_and_rear
     store.sync(WAIT_S)
     assert seen.take() == [(EventType.CREATED, "/quiet")]
     assert SessionState.LOST not in states.states
+
+
+def test_without_a_server_calls_give_up_at_their_deadline_and_the_session_is_lost_after_its_timeout(
+    tmp_path: Path,
+) -> None:
+    # A ZooKeeper of this test alone: it is killed half-way.
+    server = start_zookeeper(tmp_path / "zk", free_port())
+    try:
+        store = ZooKeeperMetadataStore.connect(server.hosts, session_timeout=4, connection_timeout=1)
+        states = StateLog()
+        store.add_listener(states)
+        store.create("/e", b"", ephemeral=True)
+        server.stop()
+        states.wait_for(SessionState.SUSPENDED)
+        with pytest.raises(ConnectionLossError):
+            store.get("/e")
+        with pytest.raises(ConnectionLossError):
+            store.set("/e", b"x")
+        # Nobody can tell us the session expired; past the session timeout it has, so the store says so.
+        states.wait_for(SessionState.LOST)
+        assert states.states == [SessionState.SUSPENDED, SessionState.LOST]
+        with pytest.raises(SessionExpiredError):
+            store.get("/e")
+        store.close()
+    finally:
+        server.stop()
 
 
 def test_close_deletes_ephemerals_and_tells_listeners(
