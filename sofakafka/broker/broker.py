@@ -37,6 +37,7 @@ from sofakafka.broker.handlers import load_handlers
 from sofakafka.broker.offsets_topic import GroupCoordinatorRuntime
 from sofakafka.broker.producer_id_manager import ProducerIdManager
 from sofakafka.broker.replica_manager import ReplicaManager
+from sofakafka.broker.replication import Replication
 from sofakafka.broker.server import BoundListener, SocketServer
 from sofakafka.controller.embedded import EmbeddedMetadataServer
 from sofakafka.controller.metadata import ClusterMetadata, MetadataCache
@@ -73,6 +74,7 @@ class Broker:
         self._node: ControllerNode | None = None
         self._log_manager: LogManager | None = None
         self._replica_manager: ReplicaManager | None = None
+        self._replication: Replication | None = None
         self._cleaner: LogCleaner | None = None
         self._producer_ids: ProducerIdManager | None = None
         self._logs_loaded = False
@@ -222,6 +224,9 @@ class Broker:
         await self.run_blocking(self._log_manager.startup)
         self._logs_loaded = True
         self._replica_manager = ReplicaManager(self.broker_id, self._log_manager)
+        self._replication = Replication(config, self.broker_id, self._replica_manager, self.store,
+                                        self._node.cache.snapshot, self.run_blocking)
+        self._replication.start()
         self._groups = GroupCoordinatorRuntime.start(self)
         self._node.cache.add_listener(self._on_metadata_changed)
         await self._apply_metadata()
@@ -259,17 +264,28 @@ class Broker:
                     continue
                 wanted.add((p.topic, p.partition))
                 current = rm.get_partition((p.topic, p.partition))
+                if current is not None and current.leader_epoch == p.leader_epoch and p.zk_version < current.zk_version:
+                    continue  # an older state than our own last ISR write: the newer one is on its way
                 if (current is None or current.leader_epoch != p.leader_epoch or current.isr != list(p.isr)
                         or current.replicas != list(p.replicas)):
-                    await rm.become_leader(p.topic, p.partition, p.leader_epoch, p.replicas, p.isr)
+                    if current is None and self._replication is not None:
+                        await self._replication.before_leading((p.topic, p.partition))
+                    await rm.become_leader(p.topic, p.partition, p.leader_epoch, p.replicas, p.isr,
+                                           zk_version=p.zk_version, controller_epoch=p.controller_epoch)
         for part in rm.partitions:
             if part.tp not in wanted and part.topic in snap.topics:
-                # Leadership moved elsewhere (issue 6 turns this into following); stop serving it meanwhile.
+                # Leadership moved elsewhere: stop serving it; replication below makes us its follower.
                 await rm.stop_replica(part.topic, part.partition, delete=False)
+        if self._replication is not None:
+            await self._replication.apply(snap)
         for part in rm.partitions:
             cfg = self.topic_log_config(part.topic, snap)
             if cfg != part.log.config:
                 part.log.update_config(cfg)
+        for (topic, _), lg in list(rm.follower_logs.items()):
+            cfg = self.topic_log_config(topic, snap)
+            if cfg != lg.config:
+                lg.update_config(cfg)
         if self._groups is not None:
             # After leadership settled: the coordinator loads the offsets partitions we now lead.
             self._groups.on_metadata_applied(snap)
@@ -343,6 +359,8 @@ class Broker:
         self._stopped = True
         log.info("sofakafka broker %d shutting down", self.broker_id)
         await self.server.stop_accepting()
+        if self._replication is not None:
+            await self._replication.shutdown()
         if self._replica_manager is not None:
             self._replica_manager.begin_shutdown()
         if self._groups is not None:

@@ -14,9 +14,12 @@ Who calls what, from where:
   appended partitions' watchers, so a waiting fetch wakes when data arrives instead of polling.
 
 The high watermark of a partition is the smallest log end offset among its in-sync replicas; with a single
-broker the ISR is the leader alone, so it moves to the log end right after each append. Issue 6 adds follower
-log end offsets to :class:`Partition` and nothing else here has to change: acks=-1 already waits for the high
-watermark through the purgatory.
+broker the ISR is the leader alone, so it moves to the log end right after each append. With followers
+(issue 6, docs/cluster.md) a Fetch with ``replica_id`` >= 0 reports the follower's log end offset (its fetch
+offset) before the read, which may move the high watermark and so complete delayed acks=-1 produces; the
+ISR itself changes only through :mod:`sofakafka.broker.isr`, which writes the partition state znode first.
+Partitions this broker follows are not in ``partitions``: their logs are in ``follower_logs`` (fed by
+:mod:`sofakafka.broker.replica_fetcher`) and clients asking for them get NOT_LEADER_OR_FOLLOWER.
 
 Hot path: produce validation reads batch headers only (``validate_produce``), offsets are assigned in place,
 and fetch returns the stored bytes of the log as one copy per partition (``pread``); no Python code runs per
@@ -93,8 +96,19 @@ class Partition:
         self.leader_epoch = leader_epoch
         self.replicas = list(replicas)
         self.isr = list(isr)
-        # Log end offsets of followers, by broker id; issue 6's follower fetches fill it.
+        # Log end offsets of followers, by broker id, from their fetch offsets.
         self.follower_log_end_offsets: dict[int, int] = {}
+        # Kafka's lastCaughtUpTimeMs per follower: the last time it had fetched up to the leader's log end.
+        # In-sync members start as caught up now, so a new leader gives them a full lag window.
+        now = wall_clock_ms()
+        self.last_caught_up_ms: dict[int, int] = {r: now for r in self.isr if r != broker_id}
+        # The follower's previous fetch: when, and where the leader's log ended then (Kafka's rule for a
+        # follower that keeps up without ever reaching a moving log end).
+        self._last_fetch: dict[int, tuple[int, int]] = {}
+        # The state znode version our ISR writes are conditioned on, and the controller epoch to keep in it.
+        self.zk_version = -1
+        self.controller_epoch = -1
+        self.isr_update_in_flight = False
 
     @property
     def tp(self) -> TopicPartition:
@@ -112,6 +126,37 @@ class Partition:
             raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH,
                              f"{self.topic}-{self.partition}: leader epoch {current_leader_epoch} is newer "
                              f"than the current {self.leader_epoch}")
+
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
+        """A follower fetching from ``fetch_offset`` has everything below it (loop thread)."""
+        leader_end = self.log.log_end_offset
+        self.follower_log_end_offsets[replica_id] = fetch_offset
+        caught_up = self.last_caught_up_ms.get(replica_id, -1)
+        if fetch_offset >= leader_end:
+            caught_up = max(caught_up, now_ms)
+        else:
+            previous = self._last_fetch.get(replica_id)
+            if previous is not None and fetch_offset >= previous[1]:
+                caught_up = max(caught_up, previous[0])
+        if caught_up >= 0:
+            self.last_caught_up_ms[replica_id] = caught_up
+        self._last_fetch[replica_id] = (now_ms, leader_end)
+
+    def out_of_sync_replicas(self, now_ms: int, max_lag_ms: int) -> list[int]:
+        """In-sync followers that have not caught up with the log end for ``max_lag_ms``."""
+        return [r for r in self.isr
+                if r != self.broker_id and now_ms - self.last_caught_up_ms.get(r, now_ms) > max_lag_ms]
+
+    def can_join_isr(self, replica_id: int) -> bool:
+        """Kafka's rule: a follower rejoins once it has reached the high watermark and the current epoch's start,
+        so an ISR member never lacks a record a producer was told is committed."""
+        if replica_id in self.isr or replica_id not in self.replicas:
+            return False
+        end = self.follower_log_end_offsets.get(replica_id, -1)
+        epoch_start = self.log.leader_epoch_cache.entries
+        current_epoch_start = next((e.start_offset for e in reversed(epoch_start) if e.epoch == self.leader_epoch),
+                                   0)
+        return end >= self.log.high_watermark and end >= current_epoch_start
 
     def maybe_increment_high_watermark(self) -> bool:
         """HW = the smallest log end offset of the in-sync replicas (the leader's own is its log's)."""
@@ -240,6 +285,10 @@ class ReplicaManager:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self._partitions: dict[TopicPartition, Partition] = {}
+        # Logs of the partitions this broker follows (replica_fetcher fills and empties it).
+        self.follower_logs: dict[TopicPartition, Log] = {}
+        # Called on the loop when a follower that is out of the ISR may join it (isr.IsrManager).
+        self.isr_expansion_listener: Callable[[Partition, int], None] | None = None
         self._append_executor = ThreadPoolExecutor(1, thread_name_prefix="append")
         self._read_executor = ThreadPoolExecutor(read_threads, thread_name_prefix="read")
         self.produce_purgatory: DelayedOperationPurgatory[TopicPartition] = DelayedOperationPurgatory("Produce")
@@ -254,6 +303,8 @@ class ReplicaManager:
     def partition_or_error(self, topic: str, partition: int) -> Partition:
         part = self._partitions.get((topic, partition))
         if part is None:
+            if (topic, partition) in self.follower_logs:
+                raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{partition} is led by another broker")
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition} is not hosted here")
         return part
 
@@ -262,24 +313,59 @@ class ReplicaManager:
         return list(self._partitions.values())
 
     async def become_leader(self, topic: str, partition: int, leader_epoch: int, replicas: Sequence[int],
-                            isr: Sequence[int]) -> Partition:
-        """Host the partition as its leader (creating its log if needed) or update its epoch and ISR."""
+                            isr: Sequence[int], *, zk_version: int = -1, controller_epoch: int = -1) -> Partition:
+        """Host the partition as its leader (creating its log if needed) or update its epoch and ISR.
+
+        A new epoch starts in the leader-epoch cache at the log end now, as Kafka's makeLeader does: a follower
+        asking where its older epoch ended then learns it ended here, even before anything is appended.
+        """
         tp = (topic, partition)
+        self.follower_logs.pop(tp, None)
         part = self._partitions.get(tp)
         if part is not None:
+            if leader_epoch != part.leader_epoch:
+                lg_ = part.log
+                await self.run_append(lambda: lg_.leader_epoch_cache.assign(leader_epoch, lg_.log_end_offset))
+                now = wall_clock_ms()
+                part.last_caught_up_ms = {r: now for r in isr if r != self.broker_id}
             part.leader_epoch = leader_epoch
             part.replicas = list(replicas)
             part.isr = list(isr)
+            part.zk_version = zk_version
+            part.controller_epoch = controller_epoch
+            if part.maybe_increment_high_watermark():
+                self.partitions_changed([tp])
             return part
-        lg = await self.run_append(lambda: self.log_manager.get_or_create_log(topic, partition))
+
+        def open_log() -> Log:
+            lg_ = self.log_manager.get_or_create_log(topic, partition)
+            lg_.leader_epoch_cache.assign(leader_epoch, lg_.log_end_offset)
+            return lg_
+
+        lg = await self.run_append(open_log)
         part = Partition(topic, partition, lg, self.broker_id, leader_epoch, replicas, isr)
+        part.zk_version = zk_version
+        part.controller_epoch = controller_epoch
         await self.run_append(part.maybe_increment_high_watermark)
         self._partitions[tp] = part
         return part
 
+    async def become_follower(self, topic: str, partition: int) -> Log:
+        """Stop leading the partition (if we did) and keep its log, created if needed, for the fetcher."""
+        tp = (topic, partition)
+        if tp in self._partitions:
+            await self.stop_replica(topic, partition, delete=False)
+        lg = self.follower_logs.get(tp)
+        if lg is None:
+            lg = await self.run_append(lambda: self.log_manager.get_or_create_log(topic, partition))
+            self.follower_logs[tp] = lg
+        return lg
+
     async def stop_replica(self, topic: str, partition: int, *, delete: bool) -> None:
         """Stop hosting the partition; with ``delete`` its log goes too (topic deletion)."""
         self._partitions.pop((topic, partition), None)
+        if delete:
+            self.follower_logs.pop((topic, partition), None)
         self.produce_purgatory.check_and_complete((topic, partition))
         self.fetch_purgatory.check_and_complete((topic, partition))
         if delete:
@@ -420,6 +506,9 @@ class ReplicaManager:
         else:
             isolation = FetchIsolation.HIGH_WATERMARK
 
+        if replica_id >= 0:
+            self._update_follower_positions(replica_id, partitions)
+
         def read() -> list[FetchPartitionResult]:
             return self._read_all(partitions, isolation, max_bytes, hard_max_bytes_limit, to_magic, zstd_readable)
 
@@ -439,6 +528,24 @@ class ReplicaManager:
         if not self.fetch_purgatory.try_complete_else_watch(op, [req.tp for req in partitions]):
             await op.completion
         return await self.run_read(read)
+
+    def _update_follower_positions(self, replica_id: int, partitions: Sequence[FetchPartitionRequest]) -> None:
+        """A follower's fetch offsets are its log end offsets: record them before the read, so the high
+        watermark in this very response already counts them, and wake the acks=-1 produces they complete."""
+        now = wall_clock_ms()
+        moved: list[TopicPartition] = []
+        for req in partitions:
+            part = self._partitions.get(req.tp)
+            if part is None or replica_id not in part.replicas or replica_id == self.broker_id:
+                continue
+            part.update_follower_fetch_state(replica_id, req.fetch_offset, now)
+            if part.maybe_increment_high_watermark():
+                moved.append(req.tp)
+            listener = self.isr_expansion_listener
+            if listener is not None and part.can_join_isr(replica_id):
+                listener(part, replica_id)
+        if moved:
+            self.partitions_changed(moved)
 
     def _read_all(self, partitions: Sequence[FetchPartitionRequest], isolation: FetchIsolation, max_bytes: int,
                   hard_max_bytes_limit: bool, to_magic: int | None, zstd_readable: bool

@@ -1,0 +1,164 @@
+"""The leader's side of the in-sync replica set: shrink after ``replica.lag.time.max.ms``, expand on catch-up.
+
+As in Kafka 2.6, the leader itself changes the ISR of the partitions it leads, by writing their state znode
+``/brokers/topics/<t>/partitions/<p>/state`` conditioned on the znode version it last knew (the version the
+controller's election wrote, or its own last write). A failed condition means the controller (or a newer
+leader) wrote meanwhile: the new state arrives through the metadata cache, and the change is retried then if it
+still applies. The local ISR changes only after the znode did, so the ISR in the tree (which the controller
+elects from) always contains every replica the high watermark was computed over:
+
+* shrink: the znode loses the replica first, then the leader stops waiting for it (the high watermark may then
+  advance without it, which is safe because the controller can no longer elect it);
+* expand: the replica has already reached the high watermark when the znode gains it.
+
+Each change is also announced under ``/isr_change_notification`` (persistent sequential znodes holding the
+changed partitions, batched like Kafka's ``isr.change.notification`` every few seconds), which is what Kafka's
+controller watches to refresh other brokers. Our brokers read partition state straight from the tree, so the
+notification carries no duty here beyond keeping the layout Kafka's tools expect; the controller deletes them.
+
+Threads: ``maybe_expand`` and the periodic shrink run on the event loop; store writes run on the broker's
+blocking executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from sofakafka.broker.replica_manager import Partition, ReplicaManager
+from sofakafka.controller import zk_data, zk_paths
+from sofakafka.controller.store import BadVersionError, MetadataStore, NoNodeError, StoreError
+from sofakafka.controller.zk_data import PartitionState, TopicPartition
+from sofakafka.storage.segment import wall_clock_ms
+
+log = logging.getLogger(__name__)
+
+# Kafka 2.6 propagates ISR change notifications at most every 2.5 s (ReplicaManager.IsrChangePropagationInterval).
+ISR_CHANGE_PROPAGATION_MS = 2500
+
+
+class IsrManager:
+    def __init__(self, replica_manager: ReplicaManager, store: MetadataStore, broker_id: int, *,
+                 replica_lag_time_max_ms: int, run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]]) -> None:
+        self._rm = replica_manager
+        self._store = store
+        self.broker_id = broker_id
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self._run_blocking = run_blocking
+        self._pending_notifications: set[TopicPartition] = set()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._writes: set[asyncio.Task[None]] = set()
+        self._stopped = False
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._rm.isr_expansion_listener = self.maybe_expand
+        # Kafka checks every half lag window, so a stuck follower leaves within 1.5 windows at most.
+        self._tasks.append(loop.create_task(self._every(max(1, self.replica_lag_time_max_ms // 2), self.maybe_shrink),
+                                            name="isr shrink"))
+        self._tasks.append(loop.create_task(self._every(ISR_CHANGE_PROPAGATION_MS, self._propagate),
+                                            name="isr change notification"))
+
+    async def stop(self) -> None:
+        self._stopped = True
+        self._rm.isr_expansion_listener = None
+        for task in [*self._tasks, *self._writes]:
+            task.cancel()
+        for task in [*self._tasks, *self._writes]:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _every(self, interval_ms: int, work: Callable[[], Awaitable[None]]) -> None:
+        while not self._stopped:
+            await asyncio.sleep(interval_ms / 1000.0)
+            try:
+                await work()
+            except Exception:
+                log.exception("ISR maintenance failed")
+
+    # -- changes ------------------------------------------------------------------------------------------------
+    def maybe_expand(self, part: Partition, replica_id: int) -> None:
+        """A follower reached the high watermark: add it to the ISR (loop thread, from its fetch)."""
+        if self._stopped or part.isr_update_in_flight or not part.can_join_isr(replica_id):
+            return
+        new_isr = [*part.isr, replica_id]
+        log.info("%s-%d: expanding ISR from %s to %s", part.topic, part.partition, part.isr, new_isr)
+        self._start_write(part, new_isr)
+
+    async def maybe_shrink(self) -> None:
+        now = wall_clock_ms()
+        for part in self._rm.partitions:
+            if part.isr_update_in_flight:
+                continue
+            lagging = part.out_of_sync_replicas(now, self.replica_lag_time_max_ms)
+            if not lagging:
+                continue
+            new_isr = [r for r in part.isr if r not in lagging]
+            log.info("%s-%d: shrinking ISR from %s to %s (%s not caught up for %d ms)", part.topic,
+                     part.partition, part.isr, new_isr, lagging, self.replica_lag_time_max_ms)
+            self._start_write(part, new_isr)
+
+    def _start_write(self, part: Partition, new_isr: list[int]) -> None:
+        part.isr_update_in_flight = True
+        task = asyncio.get_running_loop().create_task(self._write_isr(part, new_isr))
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    async def _write_isr(self, part: Partition, new_isr: list[int]) -> None:
+        try:
+            state = PartitionState(self.broker_id, part.leader_epoch, part.controller_epoch, tuple(new_isr))
+            path = zk_paths.topic_partition_state_path(part.topic, part.partition)
+            expected = part.zk_version
+
+            def write() -> int | None:
+                try:
+                    return self._store.set(path, state.encode(), version=expected).version
+                except BadVersionError:
+                    return None
+
+            try:
+                version = await self._run_blocking(write)
+            except (StoreError, NoNodeError) as exc:
+                log.warning("%s-%d: ISR update to %s failed: %s", part.topic, part.partition, new_isr, exc)
+                return
+            if version is None:
+                # The controller (or a newer leader) wrote first; its state reaches us through the metadata
+                # cache and a still-needed change is made again then.
+                log.info("%s-%d: ISR update skipped, the state znode moved past version %d", part.topic,
+                         part.partition, expected)
+                return
+            if self._rm.get_partition(part.tp) is not part or part.leader_epoch != state.leader_epoch:
+                return
+            part.zk_version = version
+            part.isr = list(new_isr)
+            now = wall_clock_ms()
+            for r in new_isr:
+                if r != self.broker_id:
+                    part.last_caught_up_ms.setdefault(r, now)
+            self._pending_notifications.add(TopicPartition(part.topic, part.partition))
+            if part.maybe_increment_high_watermark():
+                self._rm.partitions_changed([part.tp])
+            else:
+                # A shrink below min.insync.replicas must fail waiting acks=-1 produces now.
+                self._rm.produce_purgatory.check_and_complete(part.tp)
+        finally:
+            part.isr_update_in_flight = False
+
+    async def _propagate(self) -> None:
+        if not self._pending_notifications:
+            return
+        changed = sorted(self._pending_notifications)
+        self._pending_notifications.clear()
+
+        def write() -> None:
+            self._store.ensure_path(zk_paths.ISR_CHANGE_NOTIFICATION_PATH)
+            self._store.create(zk_paths.isr_change_prefix_path(), zk_data.encode_isr_change_notification(changed),
+                               sequence=True)
+
+        try:
+            await self._run_blocking(write)
+        except StoreError as exc:
+            log.warning("writing an ISR change notification failed: %s", exc)

@@ -1,0 +1,463 @@
+"""The follower's side of replication: fetch from each leader, truncate by leader epoch, append as follower.
+
+For every partition this broker is a replica of but does not lead, the :class:`ReplicaFetcherManager` keeps its
+log open (``ReplicaManager.follower_logs``) and hands it to the :class:`ReplicaFetcher` of the partition's
+leader: one asyncio task and one connection per source broker, as Kafka's ``num.replica.fetchers=1``, fetching
+all of that leader's partitions in one Fetch request (v11, ``replica_id`` = our broker id, no fetch session).
+
+A partition that starts following (new replica, or a new leader or leader epoch) first truncates (KIP-101/279):
+it asks the leader, with OffsetForLeaderEpoch, where the follower's latest epoch ends in the leader's log and
+cuts its own log there, repeating with an older epoch when the leader answers one the follower does not have,
+until both agree; a log without any epoch falls back to its high watermark. Only then does it fetch from its
+log end offset. Records beyond the leader's high watermark are kept (not truncated to the high watermark as
+before KIP-101), so an acknowledged record survives every sequence of leader changes. The follower's high
+watermark is the leader's (from each response) capped by its own log end.
+
+A fetch answered NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH and the like means our metadata is behind or ahead
+of the leader's: the partition rests for ``replica.fetch.backoff.ms`` and the metadata cache brings the news.
+OFFSET_OUT_OF_RANGE below the leader's log start (retention ran while we were away) restarts the log empty at
+the leader's log start offset; above its end, it truncates again.
+
+Threads: everything here runs on the event loop; log truncation and appends run on the replica manager's append
+thread, in order with everything else that mutates logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from sofakafka.broker.replica_manager import ReplicaManager, TopicPartition
+from sofakafka.controller.metadata import ClusterMetadata, PartitionMetadata
+from sofakafka.protocol.api import decode_response, encode_request, size_prefixed
+from sofakafka.protocol.errors import DecodeError, ErrorCode
+from sofakafka.protocol.headers import RequestHeader
+from sofakafka.protocol.messages.fetch import FetchRequest, FetchResponse
+from sofakafka.protocol.messages.list_offset import ListOffsetRequest, ListOffsetResponse
+from sofakafka.protocol.messages.offset_for_leader_epoch import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
+from sofakafka.protocol.schema import Request, Response
+from sofakafka.storage.log import Log
+
+log = logging.getLogger(__name__)
+
+FETCH_VERSION = 11
+OFFSET_FOR_LEADER_EPOCH_VERSION = 3
+LIST_OFFSETS_VERSION = 4
+EARLIEST_TIMESTAMP = -2
+UNDEFINED_EPOCH = -1
+UNDEFINED_OFFSET = -1
+# Rounds of epoch truncation before giving up and truncating to the high watermark: each round moves to an
+# older epoch, so more rounds than epochs in a cache never happen with a well-behaved leader.
+MAX_TRUNCATION_ROUNDS = 64
+
+_SIZE = struct.Struct(">i")
+_BATCH_LENGTH = struct.Struct(">i")
+# A v2 batch (and a v0/v1 message) starts with an int64 offset and an int32 length of what follows.
+_LOG_OVERHEAD = 12
+
+# Errors that mean the leader or its epoch moved: wait for the metadata cache to tell us where.
+_METADATA_ERRORS = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.FENCED_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.LEADER_NOT_AVAILABLE,
+})
+
+
+def whole_batches(records: bytes | bytearray | memoryview) -> memoryview:
+    """The prefix of ``records`` made of whole batches: a fetch may end inside a batch (max_bytes)."""
+    view = memoryview(records)
+    pos = 0
+    n = len(view)
+    while pos + _LOG_OVERHEAD <= n:
+        end = pos + _LOG_OVERHEAD + _BATCH_LENGTH.unpack_from(view, pos + 8)[0]
+        if end > n:
+            break
+        pos = end
+    return view[:pos]
+
+
+class _Connection:
+    """One request at a time over an asyncio stream; every call has a deadline."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._client_id = client_id
+        self._correlation_id = 0
+
+    @classmethod
+    async def open(cls, host: str, port: int, client_id: str, timeout_s: float) -> _Connection:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+        return cls(reader, writer, client_id)
+
+    async def send(self, request: Request, version: int, timeout_s: float) -> Response:
+        self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
+        header = RequestHeader(request_api_key=request.API_KEY, request_api_version=version,
+                               correlation_id=self._correlation_id, client_id=self._client_id)
+        self._writer.write(size_prefixed(encode_request(header, request)))
+
+        async def round_trip() -> Response:
+            await self._writer.drain()
+            size = _SIZE.unpack(await self._reader.readexactly(4))[0]
+            frame = await self._reader.readexactly(size)
+            resp_header, body = decode_response(frame, request.API_KEY, version)
+            if resp_header.correlation_id != self._correlation_id:
+                raise DecodeError(f"correlation id {resp_header.correlation_id}, expected {self._correlation_id}")
+            return body
+
+        return await asyncio.wait_for(round_trip(), timeout_s)
+
+    async def close(self) -> None:
+        self._writer.close()
+        with contextlib.suppress(OSError, ConnectionError):
+            await self._writer.wait_closed()
+
+
+@dataclass
+class FollowedPartition:
+    topic: str
+    partition: int
+    log: Log
+    leader: int
+    leader_epoch: int
+    needs_truncation: bool = True
+    resume_at: float = 0.0  # monotonic time before which the partition rests after an error
+
+    @property
+    def tp(self) -> TopicPartition:
+        return (self.topic, self.partition)
+
+
+@dataclass(frozen=True)
+class FetcherSettings:
+    broker_id: int
+    listener_name: str
+    fetch_max_bytes: int = 1048576
+    fetch_min_bytes: int = 1
+    fetch_wait_max_ms: int = 500
+    fetch_backoff_ms: int = 1000
+    fetch_response_max_bytes: int = 10485760
+    socket_timeout_ms: int = 30000
+
+
+class ReplicaFetcher:
+    """Fetches every partition we follow from one leader."""
+
+    def __init__(self, source_broker: int, manager: ReplicaFetcherManager) -> None:
+        self.source_broker = source_broker
+        self._manager = manager
+        self._settings = manager.settings
+        self._rm = manager.replica_manager
+        self.partitions: dict[TopicPartition, FollowedPartition] = {}
+        self._wake = asyncio.Event()
+        self._conn: _Connection | None = None
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica fetcher {source_broker}")
+
+    def add(self, fp: FollowedPartition) -> None:
+        self.partitions[fp.tp] = fp
+        self._wake.set()
+
+    def remove(self, tp: TopicPartition) -> None:
+        self.partitions.pop(tp, None)
+
+    async def stop(self) -> None:
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        await self._disconnect()
+
+    async def _disconnect(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.close()
+
+    async def _connection(self) -> _Connection:
+        if self._conn is None:
+            snap = self._manager.metadata()
+            broker = snap.brokers.get(self.source_broker)
+            if broker is None:
+                raise ConnectionError(f"broker {self.source_broker} is not registered")
+            endpoint = snap.endpoint(self.source_broker, self._settings.listener_name) or broker.endpoints[0]
+            self._conn = await _Connection.open(endpoint.host or "localhost", endpoint.port,
+                                                f"broker-{self._settings.broker_id}-fetcher-{self.source_broker}",
+                                                self._settings.socket_timeout_ms / 1000.0)
+        return self._conn
+
+    def _ready(self) -> list[FollowedPartition]:
+        now = time.monotonic()
+        return [fp for fp in self.partitions.values() if fp.resume_at <= now]
+
+    def _current(self, fp: FollowedPartition) -> bool:
+        """Still followed from this leader at this epoch (not replaced while a request was out)."""
+        return self.partitions.get(fp.tp) is fp
+
+    def _rest(self, fp: FollowedPartition) -> None:
+        fp.resume_at = time.monotonic() + self._settings.fetch_backoff_ms / 1000.0
+
+    async def _run(self) -> None:
+        while True:
+            ready = self._ready()
+            if not ready:
+                self._wake.clear()
+                resting = [fp.resume_at for fp in self.partitions.values()]
+                delay = max(0.0, min(resting) - time.monotonic()) if resting else None
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), delay)
+                continue
+            try:
+                truncating = [fp for fp in ready if fp.needs_truncation]
+                if truncating:
+                    await self._truncate(truncating)
+                fetching = [fp for fp in ready if not fp.needs_truncation and self._current(fp)]
+                if fetching:
+                    await self._fetch(fetching)
+            except (TimeoutError, OSError, ConnectionError, asyncio.IncompleteReadError, DecodeError) as exc:
+                log.info("replica fetcher from broker %d: %s; retrying in %d ms", self.source_broker,
+                         exc or type(exc).__name__, self._settings.fetch_backoff_ms)
+                await self._disconnect()
+                await asyncio.sleep(self._settings.fetch_backoff_ms / 1000.0)
+
+    # -- truncation ------------------------------------------------------------------------------------------------
+    async def _truncate(self, partitions: list[FollowedPartition]) -> None:
+        asking: dict[TopicPartition, tuple[FollowedPartition, int]] = {}
+        for fp in partitions:
+            latest = fp.log.leader_epoch_cache.latest_epoch
+            if latest is None:
+                await self._truncate_to(fp, fp.log.high_watermark)
+                fp.needs_truncation = False
+            else:
+                asking[fp.tp] = (fp, latest)
+        rounds = 0
+        while asking:
+            rounds += 1
+            by_topic: dict[str, list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition]] = {}
+            for (topic, partition), (fp, epoch) in asking.items():
+                by_topic.setdefault(topic, []).append(
+                    OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition(
+                        partition_index=partition, current_leader_epoch=fp.leader_epoch, leader_epoch=epoch))
+            request = OffsetForLeaderEpochRequest(
+                replica_id=self._settings.broker_id,
+                topics=[OffsetForLeaderEpochRequest.OffsetForLeaderTopic(name=t, partitions=ps)
+                        for t, ps in by_topic.items()])
+            conn = await self._connection()
+            response = await conn.send(request, OFFSET_FOR_LEADER_EPOCH_VERSION, self._settings.socket_timeout_ms / 1000)
+            assert isinstance(response, OffsetForLeaderEpochResponse)
+            again: dict[TopicPartition, tuple[FollowedPartition, int]] = {}
+            for t in response.topics:
+                for p in t.partitions:
+                    found = asking.get((t.name, p.partition_index))
+                    if found is None or not self._current(found[0]):
+                        continue
+                    fp = found[0]
+                    if p.error_code != ErrorCode.NONE:
+                        log.info("%s-%d: OffsetForLeaderEpoch from broker %d failed with %s", fp.topic,
+                                 fp.partition, self.source_broker, ErrorCode(p.error_code).name)
+                        self._rest(fp)
+                        continue
+                    next_epoch = await self._apply_epoch_end(fp, p.leader_epoch, p.end_offset)
+                    if next_epoch is None or rounds >= MAX_TRUNCATION_ROUNDS:
+                        if next_epoch is not None:
+                            await self._truncate_to(fp, fp.log.high_watermark)
+                        fp.needs_truncation = False
+                        log.info("%s-%d: truncated to %d to follow broker %d at epoch %d", fp.topic, fp.partition,
+                                 fp.log.log_end_offset, self.source_broker, fp.leader_epoch)
+                    else:
+                        again[fp.tp] = (fp, next_epoch)
+            asking = again
+
+    async def _apply_epoch_end(self, fp: FollowedPartition, leader_epoch: int, leader_end: int) -> int | None:
+        """Kafka's truncation rule for one answer; returns the epoch to ask about next, None when done."""
+        lg = fp.log
+        if leader_end == UNDEFINED_OFFSET:
+            await self._truncate_to(fp, lg.high_watermark)
+            return None
+        if leader_epoch == UNDEFINED_EPOCH:
+            await self._truncate_to(fp, leader_end)
+            return None
+        follower_epoch, follower_end = lg.end_offset_for_epoch(leader_epoch)
+        if follower_end == UNDEFINED_OFFSET:
+            await self._truncate_to(fp, lg.high_watermark)
+            return None
+        if follower_epoch != leader_epoch:
+            # We do not have the leader's epoch: everything from our next epoch on diverges. Cut there and ask
+            # again about the epoch we now end with.
+            await self._truncate_to(fp, follower_end)
+            latest = lg.leader_epoch_cache.latest_epoch
+            if latest is None:
+                await self._truncate_to(fp, lg.high_watermark)
+                return None
+            return latest
+        await self._truncate_to(fp, min(leader_end, follower_end))
+        return None
+
+    async def _truncate_to(self, fp: FollowedPartition, offset: int) -> None:
+        lg = fp.log
+
+        def truncate() -> None:
+            if offset < lg.log_end_offset:
+                lg.truncate_to(max(0, offset))
+            if lg.high_watermark > lg.log_end_offset:
+                lg.update_high_watermark(lg.log_end_offset)
+
+        await self._rm.run_append(truncate)
+
+    # -- fetch -------------------------------------------------------------------------------------------------------
+    async def _fetch(self, partitions: list[FollowedPartition]) -> None:
+        s = self._settings
+        by_topic: dict[str, list[FetchRequest.FetchableTopic.FetchPartition]] = {}
+        offsets: dict[TopicPartition, tuple[FollowedPartition, int]] = {}
+        for fp in partitions:
+            offset = fp.log.log_end_offset
+            offsets[fp.tp] = (fp, offset)
+            by_topic.setdefault(fp.topic, []).append(FetchRequest.FetchableTopic.FetchPartition(
+                partition_index=fp.partition, current_leader_epoch=fp.leader_epoch, fetch_offset=offset,
+                log_start_offset=fp.log.log_start_offset, max_bytes=s.fetch_max_bytes))
+        request = FetchRequest(
+            replica_id=s.broker_id, max_wait=s.fetch_wait_max_ms, min_bytes=s.fetch_min_bytes,
+            max_bytes=s.fetch_response_max_bytes, isolation_level=0, session_id=0, epoch=-1,
+            topics=[FetchRequest.FetchableTopic(name=t, fetch_partitions=ps) for t, ps in by_topic.items()])
+        conn = await self._connection()
+        response = await conn.send(request, FETCH_VERSION, (s.socket_timeout_ms + s.fetch_wait_max_ms) / 1000)
+        assert isinstance(response, FetchResponse)
+        if response.error_code != ErrorCode.NONE:
+            log.info("fetch from broker %d failed with %s", self.source_broker, ErrorCode(response.error_code).name)
+            for fp in partitions:
+                self._rest(fp)
+            return
+        for t in response.topics:
+            for p in t.partitions:
+                found = offsets.get((t.name, p.partition_index))
+                if found is None or not self._current(found[0]):
+                    continue
+                fp, offset = found
+                try:
+                    await self._process_partition(fp, offset, p)
+                except Exception:  # one partition's failure must not stop its neighbours
+                    log.exception("%s-%d: processing fetched data from broker %d failed", fp.topic, fp.partition,
+                                  self.source_broker)
+                    self._rest(fp)
+
+    async def _process_partition(self, fp: FollowedPartition, offset: int,
+                                 p: FetchResponse.FetchableTopicResponse.FetchablePartitionResponse) -> None:
+        error = p.error_code
+        if error == ErrorCode.OFFSET_OUT_OF_RANGE:
+            await self._handle_out_of_range(fp, offset)
+            return
+        if error != ErrorCode.NONE:
+            if error not in _METADATA_ERRORS:
+                log.warning("%s-%d: fetch from broker %d failed with %s", fp.topic, fp.partition,
+                            self.source_broker, ErrorCode(error).name)
+            self._rest(fp)
+            return
+        lg = fp.log
+        records = whole_batches(p.records) if p.records is not None else memoryview(b"")
+        leader_hw = p.high_watermark
+        leader_log_start = p.log_start_offset
+
+        def append() -> None:
+            if lg.closed or lg.log_end_offset != offset:
+                return  # truncated, deleted or already appended since this fetch was sent
+            if records:
+                lg.append_as_follower(records)
+            if leader_hw >= 0:
+                lg.update_high_watermark(min(leader_hw, lg.log_end_offset))
+            if leader_log_start > lg.log_start_offset:
+                lg.maybe_increment_log_start_offset(min(leader_log_start, lg.high_watermark))
+
+        await self._rm.run_append(append)
+
+    async def _handle_out_of_range(self, fp: FollowedPartition, offset: int) -> None:
+        """Our log end is outside the leader's log: below its start (retention ran), or above its end."""
+        request = ListOffsetRequest(replica_id=self._settings.broker_id, topics=[
+            ListOffsetRequest.ListOffsetTopic(name=fp.topic, partitions=[
+                ListOffsetRequest.ListOffsetTopic.ListOffsetPartition(
+                    partition_index=fp.partition, current_leader_epoch=fp.leader_epoch,
+                    timestamp=EARLIEST_TIMESTAMP)])])
+        conn = await self._connection()
+        response = await conn.send(request, LIST_OFFSETS_VERSION, self._settings.socket_timeout_ms / 1000)
+        assert isinstance(response, ListOffsetResponse)
+        earliest = next((p for t in response.topics for p in t.partitions), None)
+        if earliest is None or earliest.error_code != ErrorCode.NONE or not self._current(fp):
+            self._rest(fp)
+            return
+        if earliest.offset > offset:
+            lg = fp.log
+            log.info("%s-%d: log end %d is below the leader's log start %d: starting over there", fp.topic,
+                     fp.partition, offset, earliest.offset)
+            await self._rm.run_append(lambda: lg.truncate_fully_and_start_at(earliest.offset))
+        else:
+            fp.needs_truncation = True
+
+
+class ReplicaFetcherManager:
+    """Which partitions we follow and from whom; driven by the metadata cache (loop thread)."""
+
+    def __init__(self, replica_manager: ReplicaManager, settings: FetcherSettings,
+                 metadata: Callable[[], ClusterMetadata]) -> None:
+        self.replica_manager = replica_manager
+        self.settings = settings
+        self.metadata = metadata
+        self._fetchers: dict[int, ReplicaFetcher] = {}
+        self._followed: dict[TopicPartition, FollowedPartition] = {}
+
+    @property
+    def followed(self) -> Mapping[TopicPartition, FollowedPartition]:
+        return self._followed
+
+    async def apply(self, wanted: Mapping[TopicPartition, PartitionMetadata]) -> None:
+        """Follow exactly ``wanted`` (partitions we are a replica of and do not lead)."""
+        rm = self.replica_manager
+        for tp in list(self._followed):
+            if tp not in wanted:
+                await self.stop_following(tp)
+        for tp, p in wanted.items():
+            current = self._followed.get(tp)
+            if current is not None and current.leader == p.leader and current.leader_epoch == p.leader_epoch:
+                continue
+            if current is not None:
+                self._detach(current)
+            lg = await rm.become_follower(p.topic, p.partition)
+            fp = FollowedPartition(p.topic, p.partition, lg, p.leader, p.leader_epoch)
+            self._followed[tp] = fp
+            if p.leader >= 0:
+                log.info("%s-%d: following broker %d at leader epoch %d", p.topic, p.partition, p.leader,
+                         p.leader_epoch)
+                self._fetcher(p.leader).add(fp)
+        for source, fetcher in list(self._fetchers.items()):
+            if not fetcher.partitions:
+                del self._fetchers[source]
+                await fetcher.stop()
+
+    async def stop_following(self, tp: TopicPartition) -> None:
+        """Stop fetching ``tp`` (we lead it now, or it is no longer ours); the log stays with the caller."""
+        fp = self._followed.pop(tp, None)
+        if fp is not None:
+            self._detach(fp)
+        self.replica_manager.follower_logs.pop(tp, None)
+
+    def _detach(self, fp: FollowedPartition) -> None:
+        fetcher = self._fetchers.get(fp.leader)
+        if fetcher is not None:
+            fetcher.remove(fp.tp)
+
+    def _fetcher(self, source: int) -> ReplicaFetcher:
+        fetcher = self._fetchers.get(source)
+        if fetcher is None:
+            fetcher = self._fetchers[source] = ReplicaFetcher(source, self)
+        return fetcher
+
+    async def shutdown(self) -> None:
+        fetchers = list(self._fetchers.values())
+        self._fetchers.clear()
+        for fetcher in fetchers:
+            await fetcher.stop()
