@@ -26,9 +26,11 @@ Transactions: data of aborted transactions is removed; an ABORT marker is kept (
 cleaned ``.txnindex``) while any batch of its transaction is still in the log; COMMIT markers with no data
 left and ABORT markers with no data left go once past the delete horizon.
 
-Threading: a cleaning pass runs on one thread (the broker's cleaner thread) and does blocking file I/O; the
-Log's own lock protects the final swap inside ``replace_segments``. Readers are never blocked by the rewrite,
-which happens in new files.
+Threading: a cleaning pass runs on one thread (the log manager's ``clean_compacted_logs``, which the broker
+runs off its event loop) and does blocking file I/O; the Log's own lock protects the final swap inside
+``replace_segments`` and the producer state the pass reads (``first_unstable_offset``,
+``last_records_of_active_producers`` are the Log's locked accessors, never the manager itself). Readers are
+never blocked by the rewrite, which happens in new files.
 """
 
 from __future__ import annotations
