@@ -34,16 +34,30 @@ Public API::
     controller.is_active / controller.epoch / controller.epoch_zk_version
     controller.wait_idle(timeout) -> bool   # every event queued so far has been applied (tests, shutdown)
     controller.replica_deletion_done(broker_id, {TopicPartition: ErrorCode})   # any thread
+    controller.elect_leaders(partitions or None, ElectionType.PREFERRED, timeout) -> {tp: (code, message)}
+    controller.configure_leader_rebalance(enable, interval_s, imbalance_percentage)
     controller.shutdown()                   # stops the thread; the session's close removes /controller
 
-Not here yet (issue 6): ISR change notifications, reassignments, preferred-leader election, controlled
-shutdown, LeaderAndIsr/UpdateMetadata requests to other brokers (brokers learn partition state from the tree
+* **Requested elections** (the ElectLeaders API, :meth:`KafkaController.elect_leaders`). Preferred: the
+  first replica of the assignment becomes leader when it is alive and in the ISR (ELECTION_NOT_NEEDED when
+  it already leads, PREFERRED_LEADER_NOT_AVAILABLE otherwise). Unclean: only for a partition without a live
+  leader, from the live ISR first, else any live replica. The state znode is read afresh first, because
+  leaders change the ISR themselves and the context may hold an older one.
+* **Automatic preferred election** (``auto.leader.rebalance.enable``): every
+  ``leader.imbalance.check.interval.seconds`` the controller counts, per broker, the partitions it is the
+  preferred replica of but does not lead; above ``leader.imbalance.per.broker.percentage`` it runs a
+  preferred election for them, as Kafka's ``checkAndTriggerAutoLeaderRebalance``.
+
+Not here yet (issue 6): ISR change notifications, reassignments, the ``/admin/preferred_replica_election``
+znode, controlled shutdown, LeaderAndIsr/UpdateMetadata requests to other brokers (brokers learn partition state from the tree
 through their :class:`~sofakafka.controller.metadata.MetadataCache`).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
+import enum
 import logging
 import queue
 import threading
@@ -81,6 +95,16 @@ log = logging.getLogger(__name__)
 
 INITIAL_CONTROLLER_EPOCH = 0
 NO_LEADER = -1
+
+
+class ElectionType(enum.IntEnum):
+    """ElectLeaders' ``election_type`` (v1+; v0 means PREFERRED)."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
+
+
+ElectionResult = tuple[ErrorCode, str | None]
 
 
 class StopReplicaSender(Protocol):
@@ -132,6 +156,9 @@ class KafkaController:
         self._topics_to_delete: set[str] = set()
         self._deletion_pending: dict[str, set[tuple[int, int]]] = {}  # topic -> {(broker, partition)} in flight
         self._deletion_done: dict[str, set[tuple[int, int]]] = {}
+        self._rebalance_timer: threading.Timer | None = None
+        self._rebalance_interval_s = 0.0
+        self._imbalance_percentage = 10
 
     # ------------------------------------------------------------------------------------- public API
 
@@ -166,6 +193,8 @@ class KafkaController:
         if self._thread is None or self._stopped:
             return
         self._stopped = True
+        if self._rebalance_timer is not None:
+            self._rebalance_timer.cancel()
         self._store.remove_listener(self._on_session_state)
         self._queue.put(None)
         self._thread.join()
@@ -186,6 +215,43 @@ class KafkaController:
             if not done.wait(remaining):
                 return False
         return True
+
+    def elect_leaders(self, partitions: Sequence[TopicPartition] | None, election_type: ElectionType,
+                      timeout: float) -> dict[TopicPartition, ElectionResult]:
+        """Run an election of ``election_type`` for ``partitions`` (None: every partition whose preferred
+        replica does not lead, or, unclean, every partition without a leader) on the controller thread.
+        Raises ``TimeoutError`` when the thread did not get to it within ``timeout``; a controller that is
+        not active answers NOT_CONTROLLER for each partition."""
+        wanted = None if partitions is None else list(partitions)
+        future: concurrent.futures.Future[dict[TopicPartition, ElectionResult]] = concurrent.futures.Future()
+
+        def task() -> None:
+            try:
+                future.set_result(self._on_elect_leaders(wanted, election_type))
+            except BaseException as exc:
+                future.set_exception(exc)
+                raise
+
+        self._post(task)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            raise TimeoutError("the controller did not run the election in time") from None
+
+    def configure_leader_rebalance(self, enable: bool, interval_s: float, imbalance_percentage: int) -> None:
+        """``auto.leader.rebalance.enable`` and its two settings; the first check runs one interval from now."""
+        self._rebalance_interval_s = interval_s if enable else 0.0
+        self._imbalance_percentage = imbalance_percentage
+        self._schedule_rebalance_check()
+
+    def _schedule_rebalance_check(self) -> None:
+        if self._rebalance_interval_s <= 0 or self._stopped:
+            return
+        timer = threading.Timer(self._rebalance_interval_s, self._post, (self._check_leader_imbalance,))
+        timer.daemon = True
+        timer.name = f"controller-{self.broker_id}-rebalance"
+        self._rebalance_timer = timer
+        timer.start()
 
     def replica_deletion_done(self, broker_id: int, results: Mapping[TopicPartition, ErrorCode]) -> None:
         """The StopReplica outcome of ``broker_id``'s replicas; NONE means deleted."""
@@ -419,9 +485,12 @@ class KafkaController:
                 new_states += self._create_state_ops(tp, state, created)
                 ctx.state, ctx.zk_version = state, 0
                 continue
-            old = ctx.state
-            if old.leader in self._live_brokers and tp not in self._offline:
+            if ctx.state.leader in self._live_brokers and tp not in self._offline:
                 continue
+            # Leaders shrink and expand the ISR in the znode themselves; electing from the ISR cached here
+            # could pick a replica that left the ISR since, and lose what it never had.
+            self._refresh_state(tp, ctx)
+            old = ctx.state
             candidates = [r for r in live if r in old.isr]
             if candidates:
                 leader = candidates[0]
@@ -437,6 +506,13 @@ class KafkaController:
             self._update_state(tp, ctx, PartitionState(leader, old.leader_epoch + 1, self._epoch, isr))
         if new_states:
             self._fenced(new_states)
+
+    def _refresh_state(self, tp: TopicPartition, ctx: _PartitionContext) -> None:
+        try:
+            raw, stat = self._store.get(zk_paths.topic_partition_state_path(tp.topic, tp.partition))
+        except NoNodeError:
+            return
+        ctx.state, ctx.zk_version = PartitionState.decode(raw), stat.version
 
     def _create_state_ops(self, tp: TopicPartition, state: PartitionState, created: set[str]) -> list[Op]:
         """Ops creating the state znode and whichever parents neither exist nor are in ``created`` (parents
@@ -470,9 +546,10 @@ class KafkaController:
         # Dead followers leave the ISR (never emptying it: the last member stays as a record of who was
         # in sync, which a later election needs).
         for tp, ctx in sorted(self._partitions.items()):
-            state = ctx.state
-            if state is None or tp.topic in self._topics_to_delete:
+            if ctx.state is None or tp.topic in self._topics_to_delete:
                 continue
+            self._refresh_state(tp, ctx)
+            state = ctx.state
             isr = tuple(r for r in state.isr if r not in dead) or state.isr
             leader = NO_LEADER if state.leader in dead else state.leader
             if (leader, isr) == (state.leader, state.isr):
@@ -482,6 +559,93 @@ class KafkaController:
             pending = self._deletion_pending.get(topic, set())
             # Requests sent to a dead broker will never be answered: resend when it comes back.
             pending -= {(b, p) for b, p in pending if b in dead}
+
+    # ------------------------------------------------------------------------------ requested elections
+
+    def _on_elect_leaders(self, partitions: list[TopicPartition] | None,
+                          election_type: ElectionType) -> dict[TopicPartition, ElectionResult]:
+        if not self._active:
+            return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in partitions or []}
+        if partitions is None:
+            partitions = [tp for tp, ctx in sorted(self._partitions.items())
+                          if ctx.state is not None and tp.topic not in self._topics_to_delete
+                          and (ctx.state.leader != self._preferred(tp) if election_type == ElectionType.PREFERRED
+                               else ctx.state.leader not in self._live_brokers)]
+        return {tp: self._elect_one(tp, election_type) for tp in partitions}
+
+    def _preferred(self, tp: TopicPartition) -> int:
+        replicas = self._assignments.get(tp.topic, {}).get(tp.partition, [])
+        return replicas[0] if replicas else NO_LEADER
+
+    def _elect_one(self, tp: TopicPartition, election_type: ElectionType) -> ElectionResult:
+        ctx = self._partitions.get(tp)
+        if ctx is None or tp.topic in self._topics_to_delete:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."
+        path = zk_paths.topic_partition_state_path(tp.topic, tp.partition)
+        for _ in range(5):
+            try:
+                raw, stat = self._store.get(path)
+            except NoNodeError:
+                return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "The partition has no state yet."
+            ctx.state, ctx.zk_version = PartitionState.decode(raw), stat.version
+            old = ctx.state
+            replicas = self._assignments.get(tp.topic, {}).get(tp.partition, [])
+            live = [r for r in replicas if r in self._live_brokers]
+            if election_type == ElectionType.PREFERRED:
+                preferred = self._preferred(tp)
+                if old.leader == preferred:
+                    return ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
+                if preferred not in live or preferred not in old.isr:
+                    return (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                            f"Failed to elect leader for partition {tp.topic}-{tp.partition} under strategy "
+                            "PreferredReplicaPartitionLeaderElectionStrategy")
+                leader, isr = preferred, old.isr
+            else:
+                if old.leader in self._live_brokers:
+                    return ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
+                in_sync = [r for r in live if r in old.isr]
+                if in_sync:
+                    leader, isr = in_sync[0], tuple(r for r in old.isr if r in self._live_brokers)
+                elif live:
+                    leader, isr = live[0], (live[0],)
+                else:
+                    return (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                            f"Failed to elect leader for partition {tp.topic}-{tp.partition} under strategy "
+                            "UncleanPartitionLeaderElectionStrategy")
+            state = PartitionState(leader, old.leader_epoch + 1, self._epoch, isr)
+            try:
+                self._fenced([SetDataOp(path, state.encode(), ctx.zk_version)])
+            except BadVersionError:
+                continue  # the leader changed the ISR meanwhile: decide again on the new state
+            ctx.state, ctx.zk_version = state, ctx.zk_version + 1
+            self._offline.discard(tp)
+            log.info("controller: %s election for %s: leader %d -> %d (epoch %d)",
+                     election_type.name.lower(), tp, old.leader, leader, state.leader_epoch)
+            return ErrorCode.NONE, None
+        return ErrorCode.REQUEST_TIMED_OUT, "The partition state kept changing during the election."
+
+    def _check_leader_imbalance(self) -> None:
+        try:
+            if not self._active:
+                return
+            by_preferred: dict[int, list[TopicPartition]] = {}
+            for tp, ctx in self._partitions.items():
+                if ctx.state is not None and tp.topic not in self._topics_to_delete:
+                    by_preferred.setdefault(self._preferred(tp), []).append(tp)
+            for broker, partitions in sorted(by_preferred.items()):
+                if broker not in self._live_brokers:
+                    continue
+                # Leaders change the ISR, not the leader: the cached leader is current, the ISR may not be.
+                not_led = [tp for tp in partitions
+                           if (state := self._partitions[tp].state) is not None and state.leader != broker]
+                if not not_led or 100 * len(not_led) <= self._imbalance_percentage * len(partitions):
+                    continue
+                results = self._on_elect_leaders(sorted(not_led), ElectionType.PREFERRED)
+                moved = sum(1 for code, _ in results.values() if code == ErrorCode.NONE)
+                log.info("controller: leader imbalance of broker %d was %d/%d; moved %d back",
+                         broker, len(not_led), len(partitions), moved)
+        finally:
+            self._schedule_rebalance_check()
 
     # ---------------------------------------------------------------------------------- topic deletion
 

@@ -1,0 +1,73 @@
+"""ElectLeaders (API key 43), versions 0-2.
+
+Asks the controller to elect leaders: PREFERRED (v0 always; ``election_type`` 0 from v1) moves leadership
+to each partition's first assigned replica when it is alive and in the ISR, UNCLEAN (1) gives a partition
+with no live leader one from its live replicas even outside the ISR. Only the controller answers; another
+broker returns NOT_CONTROLLER (per partition in v0, which has no top-level error, and top-level from v1), so
+admin clients find the controller and retry. ``topic_partitions`` null means every partition that needs
+the election. Per partition: NONE, ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE,
+ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION. A partition named twice is answered once. The
+election itself runs on the controller's thread (:meth:`KafkaController.elect_leaders`); past
+``timeout_ms`` the answer is REQUEST_TIMED_OUT.
+
+Version notes: v1 adds ``election_type`` and the top-level ``error_code``; v2 is flexible.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.broker.handlers.create_topics import is_controller
+from sofakafka.controller.kafka_controller import ElectionResult, ElectionType
+from sofakafka.controller.zk_data import TopicPartition
+from sofakafka.protocol.api import ApiKey
+from sofakafka.protocol.errors import ErrorCode
+from sofakafka.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
+
+TopicResult = ElectLeadersResponse.ReplicaElectionResult
+PartitionResult = ElectLeadersResponse.ReplicaElectionResult.PartitionResult
+NOT_CONTROLLER_MESSAGE = "This is not the correct controller for this cluster."
+
+
+def _requested(request: ElectLeadersRequest) -> list[TopicPartition] | None:
+    if request.topic_partitions is None:
+        return None
+    seen: dict[TopicPartition, None] = {}
+    for topic in request.topic_partitions:
+        for partition in topic.partition_id:
+            seen[TopicPartition(topic.topic, partition)] = None
+    return list(seen)
+
+
+def _response(results: dict[TopicPartition, ElectionResult], error: ErrorCode = ErrorCode.NONE) -> ElectLeadersResponse:
+    by_topic: dict[str, list[PartitionResult]] = {}
+    for tp, (code, message) in results.items():
+        by_topic.setdefault(tp.topic, []).append(
+            PartitionResult(partition_id=tp.partition, error_code=code, error_message=message))
+    return ElectLeadersResponse(error_code=error, replica_election_results=[
+        TopicResult(topic=topic, partition_result=parts) for topic, parts in by_topic.items()])
+
+
+@handles(ApiKey.ELECT_LEADERS, 0, 2)
+async def handle_elect_leaders(ctx: RequestContext, request: ElectLeadersRequest) -> ElectLeadersResponse:
+    wanted = _requested(request)
+    if ctx.api_version == 0:
+        election_type = ElectionType.PREFERRED
+    else:
+        try:
+            election_type = ElectionType(request.election_type)
+        except ValueError:
+            return _response({tp: (ErrorCode.INVALID_REQUEST, f"Unknown election type {request.election_type}.")
+                              for tp in wanted or []}, ErrorCode.INVALID_REQUEST)
+    if not is_controller(ctx) or not ctx.broker.node.controller.is_active:
+        results: dict[TopicPartition, ElectionResult] = {
+            tp: (ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE) for tp in wanted or []}
+        return _response(results, ErrorCode.NOT_CONTROLLER if ctx.api_version >= 1 else ErrorCode.NONE)
+    timeout_s = max(request.timeout_ms, 0) / 1000
+    try:
+        results = await asyncio.to_thread(ctx.broker.node.controller.elect_leaders, wanted, election_type, timeout_s)
+    except TimeoutError:
+        return _response({tp: (ErrorCode.REQUEST_TIMED_OUT, "The election did not complete in time.")
+                          for tp in wanted or []})
+    return _response(results)
