@@ -557,8 +557,12 @@ class ZooKeeperMetadataStore(MetadataStore):
             self._listeners.remove(listener)
 
     def sync(self, timeout: float | None = None) -> None:
-        self._check_open()
-        if threading.current_thread() is self._events._thread:
+        if threading.current_thread() is self._events._thread or self._closed:
+            return  # close() delivered everything before returning
+        if self._lost:
+            # Nothing more comes from the server; what is queued is all there is (the embedded store's
+            # sync works on a dead session too, and the controller relies on it to drain its events).
+            self._events.sync(timeout)
             return
         started = time.monotonic()
         self._read(lambda: self._client.sync("/"), "/")
