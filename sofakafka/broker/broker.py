@@ -212,6 +212,11 @@ class Broker:
 
         self._node = await self.run_blocking(open_store)
         assert self.store is not None
+        # auto.leader.rebalance.enable: the check runs only while this broker is the active controller.
+        self._node.controller.configure_leader_rebalance(
+            config.get_bool("auto.leader.rebalance.enable"),
+            float(config.get_int("leader.imbalance.check.interval.seconds")),
+            config.get_int("leader.imbalance.per.broker.percentage"))
         self._producer_ids = ProducerIdManager(self.store, self.broker_id)
         self._log_manager = LogManager(
             [Path(d) for d in config.log_dirs],

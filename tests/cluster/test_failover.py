@@ -343,3 +343,28 @@ def test_cluster_dir_records_the_restarts(cluster: Cluster) -> None:
     for p in state.processes:
         pid_file = Path(p.marker).parent / ("zookeeper.pid" if p.name == "zookeeper" else "broker.pid")
         assert int(pid_file.read_text()) == p.pid
+
+
+def test_auto_leader_rebalance_moves_leadership_back_by_itself(tmp_path: Path) -> None:
+    base, zk = _free_ports()
+    state = cl.up(cl.ClusterSpec(BROKERS, tmp_path / "rebalance", base, zk, overrides={
+        "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+        "auto.leader.rebalance.enable": "true",
+        "leader.imbalance.check.interval.seconds": "2",
+    }))
+    try:
+        cluster = Cluster(state)
+        topic = cluster.create_topic()
+        preferred = {p: leader for p, (leader, _) in cluster.partitions(topic).items()}
+        victim = preferred[0]
+        cluster.kill(victim)
+        wait_for("leadership to leave the dead broker",
+                 lambda: all(leader not in (victim, -1) for leader, _ in cluster.partitions(topic).values()))
+        cl.restart_broker(state.directory, victim)
+        # No ElectLeaders request: the controller's periodic imbalance check elects the preferred replica
+        # once it is back in the ISR (one partition of three not led is above the 10% threshold).
+        wait_for("every partition led by its preferred replica again",
+                 lambda: {p: leader for p, (leader, _) in cluster.partitions(topic).items()} == preferred)
+        cluster.wait_full_isr([topic])
+    finally:
+        cl.stop_processes(cl.ClusterState.load(state.directory).processes, deadline_s=15)
