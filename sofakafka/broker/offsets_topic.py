@@ -7,9 +7,9 @@ The coordinator (:mod:`sofakafka.broker.group`) is pure logic; this module gives
   so a commit is acknowledged only once its records are as durable as any acks=all produce;
 * its timers run on the event loop (``LoopScheduler``);
 * it learns which offsets partitions it coordinates by following the replica manager after every metadata
-  change (:meth:`GroupCoordinatorRuntime.on_metadata_applied`): a partition this broker starts leading is
-  read from its log start to its high watermark on a read thread, and replayed; a partition that moved away
-  is unloaded. Groups of a partition still loading answer COORDINATOR_LOAD_IN_PROGRESS meanwhile.
+  change (:meth:`GroupCoordinatorRuntime.on_metadata_applied`): a partition this broker starts leading (or
+  leads again under a new leader epoch) is read from its log start to its log end on a read thread, and
+  replayed; a partition that moved away is unloaded. Groups of a partition still loading answer COORDINATOR_LOAD_IN_PROGRESS meanwhile.
 * topics that vanish from the metadata have their committed offsets tombstoned (Kafka's
   ``handleDeletedPartitions``).
 
@@ -63,7 +63,10 @@ LoadedRecords = list[tuple[bytes | None, bytes | None]]
 
 
 def read_offsets_log(lg: Log, buffer_size: int) -> LoadedRecords:
-    """Key/value pairs of ``lg`` from its log start to its high watermark, in the order they take effect.
+    """Key/value pairs of ``lg`` from its log start to its log end, in the order they take effect.
+
+    To the log end, not the high watermark, as Kafka's doLoadGroupsAndOffsets reads: a newly elected leader's
+    high watermark may lag until its followers fetch again, while every acknowledged commit is in its log.
 
     Transactional offset commits take effect at their COMMIT marker and vanish at an ABORT, as in Kafka's
     GroupMetadataManager.doLoadGroupsAndOffsets; control records themselves carry no group state. Runs on a
@@ -72,9 +75,9 @@ def read_offsets_log(lg: Log, buffer_size: int) -> LoadedRecords:
     out: LoadedRecords = []
     pending: dict[int, LoadedRecords] = {}
     offset = lg.log_start_offset
-    end = lg.high_watermark
+    end = lg.log_end_offset
     while offset < end:
-        info = lg.read(offset, buffer_size, isolation=FetchIsolation.HIGH_WATERMARK, min_one_message=True)
+        info = lg.read(offset, buffer_size, isolation=FetchIsolation.LOG_END, min_one_message=True)
         data = info.records.read_bytes()
         if not data:
             break
@@ -166,6 +169,8 @@ class GroupCoordinatorRuntime:
         self.coordinator = coordinator
         self._writer = writer
         self._loads: dict[int, asyncio.Task[None]] = {}
+        # The leader epoch each offsets partition was (or is being) loaded under.
+        self._epochs: dict[int, int] = {}
         self._known_topics: set[str] | None = None
         self._stopped = False
 
@@ -205,11 +210,22 @@ class GroupCoordinatorRuntime:
         if self._stopped:
             return
         rm = self._broker.replica_manager
-        led = {p.partition for p in rm.partitions if p.topic == GROUP_METADATA_TOPIC}
+        epochs = {p.partition: p.leader_epoch for p in rm.partitions if p.topic == GROUP_METADATA_TOPIC}
+        led = set(epochs)
         coordinator = self.coordinator
         for partition in sorted(led):
             if partition >= coordinator.partition_count:
                 continue  # a partition added to the topic later: Kafka never maps a group there either
+            loaded_epoch = self._epochs.get(partition)
+            if loaded_epoch is not None and loaded_epoch != epochs[partition]:
+                # Led again under a new epoch: whatever happened meanwhile is in the log, not in our memory.
+                log.info("new leader epoch %d of %s-%d: reloading its groups", epochs[partition],
+                         GROUP_METADATA_TOPIC, partition)
+                stale = self._loads.pop(partition, None)
+                if stale is not None:
+                    stale.cancel()
+                coordinator.unload_partition(partition)
+            self._epochs[partition] = epochs[partition]
             if partition not in self._loads and not coordinator.owns(partition):
                 coordinator.begin_loading(partition)
                 task = asyncio.get_running_loop().create_task(self._load(partition),
@@ -218,6 +234,7 @@ class GroupCoordinatorRuntime:
         for partition in range(coordinator.partition_count):
             if partition in led:
                 continue
+            self._epochs.pop(partition, None)
             loading = self._loads.pop(partition, None)
             if loading is not None:
                 loading.cancel()
