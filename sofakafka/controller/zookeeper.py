@@ -21,7 +21,7 @@ and fires the event a missed change would have fired (Java's client gets the sam
 Session states. kazoo's CONNECTED / SUSPENDED / LOST reach listeners as :class:`SessionState`. LOST is
 final for this object: kazoo would quietly start a new session, but a new session has none of our
 ephemerals, so the store stops kazoo and refuses every later call with :class:`SessionExpiredError`; its
-owner starts a new store. A session SUSPENDED for longer than the negotiated session timeout has expired on
+owner starts a new store. A session SUSPENDED for longer than the session timeout has expired on
 the server whether or not a reconnect tells us, so the store declares it LOST then (as Curator does).
 
 Retries and deadlines. Reads and ``sync`` are retried after a connection loss until the connection timeout
@@ -29,6 +29,14 @@ Retries and deadlines. Reads and ``sync`` are retried after a connection loss un
 that deadline before being sent, but are not resent once sent: a write lost with the connection may or
 may not have committed, so it raises :class:`ConnectionLossError` and the caller, who knows whether the
 write is idempotent, decides.
+
+Where ZooKeeper itself differs from the embedded store (reported to its owner, not papered over here):
+the suffix of a sequential znode is the number of children ever *created* under the parent, which is
+``(cversion + num_children) / 2`` since ZooKeeper 3.5 (the ``cversion`` it reports counts deletes too), not
+``cversion``; and the size limit is on the whole request (``jute.maxbuffer``), so data somewhat under 1 MiB
+is refused with :class:`BadArgumentsError` before the server would drop the connection for it. ``makepath``
+creates the parents one by one, as kazoo does; a recursive delete is one multi, retried from a fresh read
+of the subtree when a concurrent change fails it.
 
 ``sync``. ZooKeeper's own ``sync`` brings the server we talk to up to date with the leader; its reply
 comes after every notification that server sent this session for changes committed before it, and kazoo
@@ -268,14 +276,17 @@ class ZooKeeperMetadataStore(MetadataStore):
             with self._lock:
                 self._suspended_generation += 1
                 generation = self._suspended_generation
-            timer = threading.Timer(self._negotiated_timeout(), self._suspended_too_long, (generation,))
+            timer = threading.Timer(self._session_timeout_s(), self._suspended_too_long, (generation,))
             timer.daemon = True
             timer.start()
             self._post_state(SessionState.SUSPENDED)
         else:
             self._declare_lost()
 
-    def _negotiated_timeout(self) -> float:
+    def _session_timeout_s(self) -> float:
+        # The timeout we asked for. The server may have granted more (it clamps to 2..20 ticks) and kazoo
+        # does not keep the granted value; calling the session lost early is the safe side: an ex-controller
+        # stops acting sooner, and the server drops the session at the latest when its own timeout runs out.
         return float(self._client._session_timeout) / 1000.0
 
     def _suspended_too_long(self, generation: int) -> None:
