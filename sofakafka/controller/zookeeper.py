@@ -205,6 +205,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._lost = False
         self._dropped: list[_Watch] = []
         self._suspended_generation = 0
+        self._suspend_timer: threading.Timer | None = None
         self._last_event: object = None
         self._delivered: list[WatchCallback] = []
         session_id, _ = client.client_id
@@ -268,6 +269,7 @@ class ZooKeeperMetadataStore(MetadataStore):
             return
         if mapped is SessionState.CONNECTED:
             self._connected.set()
+            self._replace_timer(None)
             # Through kazoo's callback queue, so the watches the disconnect dropped are all collected first.
             self._client.handler.dispatch_callback(KazooCallback("watch", self._events.post, (self._rearm,)))
             self._post_state(SessionState.CONNECTED)
@@ -278,10 +280,17 @@ class ZooKeeperMetadataStore(MetadataStore):
                 generation = self._suspended_generation
             timer = threading.Timer(self._session_timeout_s(), self._suspended_too_long, (generation,))
             timer.daemon = True
+            self._replace_timer(timer)
             timer.start()
             self._post_state(SessionState.SUSPENDED)
         else:
             self._declare_lost()
+
+    def _replace_timer(self, timer: threading.Timer | None) -> None:
+        with self._lock:
+            previous, self._suspend_timer = self._suspend_timer, timer
+        if previous is not None:
+            previous.cancel()
 
     def _session_timeout_s(self) -> float:
         # The timeout we asked for. The server may have granted more (it clamps to 2..20 ticks) and kazoo
@@ -592,6 +601,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         try:
             _stop_client(self._client)
         finally:
+            self._replace_timer(None)
             self._declare_lost()
             self._events.stop()
 
