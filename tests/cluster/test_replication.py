@@ -25,6 +25,9 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kazoo.client import KazooClient
 
+from sofakafka.client.connection import BrokerConnection
+from sofakafka.protocol.messages.produce import ProduceRequest, ProduceResponse
+from sofakafka.protocol.records import RecordBatchBuilder
 from tests.cluster.conftest import ZooKeeperServer
 from tests.integration.conftest import BrokerProcess
 
@@ -77,6 +80,13 @@ class Cluster:
                 raise AssertionError(f"timed out waiting for {what}\n{tails}")
             time.sleep(0.2)
 
+    def restart(self, broker: int) -> None:
+        """Start a killed broker again once ZooKeeper has expired its old session (its registration would
+        otherwise still be there, and a second registration of the same id is refused, as in Kafka)."""
+        self.wait_for(f"broker {broker}'s old session to expire",
+                      lambda: self.zk.exists(f"/brokers/ids/{broker}") is None)
+        self.brokers[broker].start()
+
     def create_topic(self, name: str, partitions: int = 3) -> None:
         admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=30000)
         try:
@@ -105,19 +115,32 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster(zk_broker_factory: Callable[..., BrokerProcess], zookeeper: ZooKeeperServer,
-            zk_chroot: str) -> Iterator[Cluster]:
-    brokers = [zk_broker_factory({**BROKER_SETTINGS, "broker.id": str(i)}, name=f"broker{i}-") for i in range(3)]
-    zk = KazooClient(hosts=zookeeper.hosts + zk_chroot)
-    zk.start(timeout=30)
-    try:
+def make_cluster(zk_broker_factory: Callable[..., BrokerProcess], zookeeper: ZooKeeperServer,
+                 zk_chroot: str) -> Iterator[Callable[..., Cluster]]:
+    clients: list[KazooClient] = []
+
+    def make(extra: dict[str, str] | None = None) -> Cluster:
+        settings = {**BROKER_SETTINGS, **(extra or {})}
+        brokers = [zk_broker_factory({**settings, "broker.id": str(i)}, name=f"broker{i}-") for i in range(3)]
+        zk = KazooClient(hosts=zookeeper.hosts + zk_chroot)
+        clients.append(zk)
+        zk.start(timeout=30)
         c = Cluster(brokers, zk, zk_chroot)
         c.wait_for("three registered brokers", lambda: sorted(zk.get_children("/brokers/ids")) == ["0", "1", "2"])
-        yield c
+        return c
+
+    try:
+        yield make
     finally:
-        zk.stop()
-        zk.close()
+        for zk in clients:
+            zk.stop()
+            zk.close()
         _forget_dead_broker_sockets()
+
+
+@pytest.fixture
+def cluster(make_cluster: Callable[..., Cluster]) -> Cluster:
+    return make_cluster()
 
 
 def _forget_dead_broker_sockets() -> None:
@@ -126,6 +149,20 @@ def _forget_dead_broker_sockets() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ResourceWarning)
         gc.collect()
+
+
+def _produce_acks_1(broker: BrokerProcess, topic: str, values: list[bytes]) -> None:
+    builder = RecordBatchBuilder()
+    now = int(time.time() * 1000)
+    for i, value in enumerate(values):
+        builder.append_record(i, now, None, value)
+    request = ProduceRequest(acks=1, timeout_ms=10000, topics=[ProduceRequest.TopicProduceData(
+        name=topic, partitions=[ProduceRequest.TopicProduceData.PartitionProduceData(
+            partition_index=0, records=builder.build())])])
+    with BrokerConnection(broker.host, broker.port, timeout_s=30) as conn:
+        response = conn.send(request, 8)
+    assert isinstance(response, ProduceResponse)
+    assert response.responses[0].partitions[0].error_code == 0
 
 
 def _consume_all(bootstrap: str, topic: str, partitions: int, expected: int) -> dict[tuple[int, int], bytes]:
@@ -265,7 +302,7 @@ def test_kill_9_of_the_leader_under_acks_all_load_loses_no_acknowledged_record(c
                         f"{sorted(missing.items())[:5]}"
 
     # The killed broker comes back: it truncates what the new leader never had, catches up and rejoins.
-    cluster.brokers[victim].start()
+    cluster.restart(victim)
     for p in range(3):
         cluster.wait_for(f"broker {victim} back in the ISR of {topic}-{p}",
                          lambda p=p: cluster.isr(topic, p) == [0, 1, 2])  # type: ignore[misc]
@@ -293,3 +330,47 @@ def test_acks_all_is_refused_when_the_isr_is_below_min_insync_replicas(cluster: 
     ck1.produce(topic, value=b"y", on_delivery=lambda err, _msg: ok.append(err.name() if err else "NONE"))
     ck1.flush(30)
     assert ok == ["NONE"]
+
+
+def test_a_former_leader_truncates_records_only_it_had_by_leader_epoch(make_cluster: Callable[..., Cluster]) -> None:
+    """KIP-101: records a leader appended with acks=1 after its followers died are not committed. When the
+    followers come back without it, one of them leads the next epoch (unclean election, the only way forward
+    here) and writes other records at those offsets; the former leader, back as a follower, must drop its own
+    records by leader epoch and end byte-identical to the others."""
+    cluster = make_cluster({"unclean.leader.election.enable": "true"})
+    topic = "diverging"
+    cluster.create_topic(topic, partitions=1)
+    first = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+    for n in range(20):
+        first.send(topic, value=f"committed-{n}".encode(), partition=0).get(timeout=30)
+    first.close()
+    old_leader = cluster.leader(topic, 0)
+    cluster.wait_identical(topic, 0, [0, 1, 2])
+    followers = [b for b in range(3) if b != old_leader]
+
+    for b in followers:
+        cluster.brokers[b].kill()
+    # Straight to the leader over one connection: a stock client would keep asking the dead brokers.
+    _produce_acks_1(cluster.brokers[old_leader], topic, [f"diverged-{n}".encode() for n in range(10)])
+    assert b"diverged" in cluster.log_bytes(old_leader, topic, 0)
+    cluster.brokers[old_leader].kill()
+    for b in followers:
+        cluster.restart(b)
+    cluster.wait_for("a leader of the next epoch", lambda: cluster.leader(topic, 0) in followers)
+    cluster.wait_for("two replicas in sync", lambda: len(cluster.isr(topic, 0)) >= 2)
+
+    after = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+    acked = {}
+    for n in range(30):
+        md = after.send(topic, value=f"after-{n}".encode(), partition=0).get(timeout=30)
+        acked[md.offset] = f"after-{n}".encode()
+    after.close()
+
+    cluster.restart(old_leader)
+    cluster.wait_for(f"broker {old_leader} back in the ISR", lambda: cluster.isr(topic, 0) == [0, 1, 2])
+    stored = cluster.wait_identical(topic, 0, [0, 1, 2])
+    assert b"diverged" not in stored
+    found = _consume_all(cluster.bootstrap, topic, 1, 50)
+    values = [v for _, v in sorted(found.items())]
+    assert values == [f"committed-{n}".encode() for n in range(20)] + [f"after-{n}".encode() for n in range(30)]
+    assert {off: found[(0, off)] for off in acked} == acked
