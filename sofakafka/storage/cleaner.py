@@ -594,6 +594,18 @@ class LogCleaner:
             while key in self._in_progress:
                 self._state.wait()
 
+    def pause_cleaning_if_idle(self, log_dir: Path) -> bool:
+        """Pause the log's cleaning unless a pass is running over it (then False, nothing paused).
+
+        For retention on ``compact,delete`` logs: it should not wait for a long pass, only skip this round.
+        """
+        key = Path(log_dir)
+        with self._state:
+            if key in self._in_progress:
+                return False
+            self._paused[key] = self._paused.get(key, 0) + 1
+            return True
+
     def resume_cleaning(self, log_dir: Path) -> None:
         key = Path(log_dir)
         with self._state:

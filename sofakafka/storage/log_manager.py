@@ -364,10 +364,19 @@ class LogManager:
         deleted = 0
         now = self._time_ms()
         for lg in self.all_logs:
-            if not lg.closed:
+            if lg.closed:
+                continue
+            if not lg.config.compact:
                 deleted += lg.delete_old_segments()
-                lg.purge_deleted_segments(now)
-                lg.maybe_remove_expired_producers(now)
+            elif self.cleaner.pause_cleaning_if_idle(lg.dir):
+                # compact,delete (or a log start moved by DeleteRecords): segments must not vanish under a
+                # pass that is rewriting them, so a log being cleaned waits for the next check instead.
+                try:
+                    deleted += lg.delete_old_segments()
+                finally:
+                    self.cleaner.resume_cleaning(lg.dir)
+            lg.purge_deleted_segments(now)
+            lg.maybe_remove_expired_producers(now)
         with self._lock:
             self._delete_pending_dirs(now)
         return deleted

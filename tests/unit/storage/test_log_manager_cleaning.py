@@ -10,7 +10,7 @@ from sofakafka.storage.config import LogConfig
 from sofakafka.storage.log import Log
 from sofakafka.storage.log_manager import LogManager
 from sofakafka.storage.producer_state import PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS
-from sofakafka.storage.segment import LogSegment
+from sofakafka.storage.segment import LogSegment, wall_clock_ms
 
 from .storage_helpers import FakeClock, make_batch, make_marker
 
@@ -173,4 +173,41 @@ def test_a_truncation_waits_for_a_running_pass_and_its_result_is_never_installed
     assert [o for o, _ in keyed_offsets(lg)] == list(range(9))
     assert not [p for p in lg.dir.iterdir() if ".cleaned" in p.name or ".swap" in p.name]
     assert manager.clean_compacted_logs() == 1  # resumed afterwards
+    manager.shutdown()
+
+
+def test_retention_on_a_compact_delete_log_waits_while_a_pass_rewrites_it(tmp_path: Path) -> None:
+    import threading
+
+    # Starting at the wall clock: segments the cleaner emptied are aged by their file's mtime.
+    clock = FakeClock(wall_clock_ms())
+    compact_delete = LogConfig.from_props({"cleanup.policy": "compact,delete", "segment.bytes": 1024,
+                                           "min.cleanable.dirty.ratio": 0.0, "file.delete.delay.ms": 0,
+                                           "retention.ms": 60_000})
+    manager = LogManager([tmp_path], topic_configs=lambda topic: compact_delete, time_ms=clock)
+    manager.startup()
+    lg = manager.get_or_create_log("both", 0)
+    fill_with_rewrites(lg, clock)
+    clock.advance(600_000)  # every inactive segment is well past retention.ms
+    in_pass, release = threading.Event(), threading.Event()
+    real_new_cleaned_segment = lg.new_cleaned_segment
+
+    def new_cleaned_segment(base_offset: int) -> LogSegment:
+        in_pass.set()
+        assert release.wait(60)
+        return real_new_cleaned_segment(base_offset)
+
+    lg.new_cleaned_segment = new_cleaned_segment  # type: ignore[method-assign]
+    worker = threading.Thread(target=manager.clean_compacted_logs)
+    worker.start()
+    assert in_pass.wait(60)
+    segments_during_pass = lg.number_of_segments
+    # The pass is reading those segments: retention leaves them for the next check rather than wait for it.
+    assert manager.cleanup_logs() == 0
+    assert lg.number_of_segments == segments_during_pass
+    release.set()
+    worker.join()
+    assert not manager.cleaner.is_paused(lg.dir)
+    assert manager.cleanup_logs() > 0
+    assert lg.number_of_segments == 1 and lg.log_start_offset == lg.active_segment.base_offset
     manager.shutdown()
