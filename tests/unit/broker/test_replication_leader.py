@@ -1,0 +1,211 @@
+"""The leader's side of replication on one machine: a real ReplicaManager over real logs, follower fetches as
+the Fetch handler makes them (``replica_id`` >= 0), and ISR changes written to a real embedded metadata store.
+
+What is proved: the high watermark is the smallest log end offset of the ISR, acks=-1 waits for it (and is
+refused below ``min.insync.replicas``), consumers never read past it while followers read to the log end, the
+ISR shrinks after ``replica.lag.time.max.ms`` and expands once a follower is caught up, both written to the
+state znode first, and a write on a stale znode version changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from sofakafka.broker.isr import IsrManager
+from sofakafka.broker.replica_manager import FetchPartitionRequest, Partition, ReplicaManager
+from sofakafka.controller import zk_paths
+from sofakafka.controller.embedded import EmbeddedMetadataServer
+from sofakafka.controller.store import MetadataStore
+from sofakafka.controller.zk_data import PartitionState
+from sofakafka.protocol.errors import ErrorCode
+from sofakafka.protocol.records import RecordBatchBuilder
+from sofakafka.storage.config import LogConfig
+from sofakafka.storage.log_manager import LogManager
+
+T = TypeVar("T")
+TOPIC = "t"
+TP = (TOPIC, 0)
+LEADER = 0
+
+
+def _batch(n: int) -> bytearray:
+    builder = RecordBatchBuilder()
+    for i in range(n):
+        builder.append_record(i, 1_700_000_000_000 + i, None, f"v{i}".encode())
+    return bytearray(builder.build())
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[MetadataStore]:
+    server = EmbeddedMetadataServer.open(tmp_path / "meta", fsync=False)
+    s = server.connect()
+    yield s
+    s.close()
+    server.close()
+
+
+class Harness:
+    def __init__(self, tmp_path: Path, store: MetadataStore, min_isr: int = 2, lag_ms: int = 30_000) -> None:
+        config = LogConfig.from_props({"min.insync.replicas": str(min_isr)})
+        self.logs = LogManager([tmp_path / "logs"], default_config=config, broker_id=LEADER)
+        self.logs.startup()
+        self.rm = ReplicaManager(LEADER, self.logs)
+        self.store = store
+        self.state_path = zk_paths.topic_partition_state_path(TOPIC, 0)
+        store.create(self.state_path, PartitionState(LEADER, 0, 1, (0, 1, 2)).encode(), makepath=True)
+        self.isr = IsrManager(self.rm, store, LEADER, replica_lag_time_max_ms=lag_ms, run_blocking=self.blocking)
+
+    @staticmethod
+    async def blocking(fn: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(None, fn)
+
+    async def lead(self, isr: tuple[int, ...] = (0, 1, 2)) -> Partition:
+        self.isr.start()
+        return await self.rm.become_leader(TOPIC, 0, 0, [0, 1, 2], list(isr), zk_version=0, controller_epoch=1)
+
+    async def produce(self, n: int, acks: int, timeout_ms: int = 30_000) -> tuple[int, int]:
+        result = (await self.rm.append_records(acks=acks, timeout_ms=timeout_ms, entries=[(TP, _batch(n))],
+                                               produce_version=8))[TP]
+        return result.error_code, result.base_offset
+
+    async def follower_fetch(self, replica: int, offset: int) -> int:
+        """A follower's fetch at ``offset``; returns the high watermark the leader answered with."""
+        [r] = await self.rm.fetch_messages(replica_id=replica, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20,
+                                           isolation_level=0, partitions=[FetchPartitionRequest(TOPIC, 0, offset, 1 << 20)])
+        assert r.error_code == ErrorCode.NONE
+        return r.high_watermark
+
+    async def consumer_read_end(self) -> int:
+        [r] = await self.rm.fetch_messages(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20,
+                                           isolation_level=0, partitions=[FetchPartitionRequest(TOPIC, 0, 0, 1 << 20)])
+        return len(r.records)
+
+    def znode(self) -> tuple[PartitionState, int]:
+        data, stat = self.store.get(self.state_path)
+        return PartitionState.decode(data), stat.version
+
+    async def close(self) -> None:
+        await self.isr.stop()
+        self.rm.begin_shutdown()
+        self.rm.shutdown_executors()
+        self.logs.shutdown()
+
+
+def run(coro_fn: Callable[[Harness], Awaitable[None]], tmp_path: Path, store: MetadataStore, **kwargs: int) -> None:
+    async def main() -> None:
+        h = Harness(tmp_path, store, **kwargs)
+        try:
+            await coro_fn(h)
+        finally:
+            await h.close()
+
+    asyncio.run(main())
+
+
+def test_high_watermark_is_the_smallest_log_end_of_the_isr_and_consumers_stop_there(
+        tmp_path: Path, store: MetadataStore) -> None:
+    async def scenario(h: Harness) -> None:
+        part = await h.lead()
+        assert await h.produce(10, acks=1) == (ErrorCode.NONE, 0)
+        assert part.log.high_watermark == 0
+        assert await h.consumer_read_end() == 0  # nothing committed yet
+        assert await h.follower_fetch(1, 10) == 0  # replica 2 has nothing yet
+        assert await h.follower_fetch(2, 4) == 4
+        assert await h.follower_fetch(2, 10) == 10
+        assert await h.consumer_read_end() > 0
+
+    run(scenario, tmp_path, store)
+
+
+def test_acks_all_waits_until_every_isr_member_has_fetched_past_it(tmp_path: Path, store: MetadataStore) -> None:
+    async def scenario(h: Harness) -> None:
+        await h.lead()
+        waiting = asyncio.create_task(h.produce(5, acks=-1))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        await h.follower_fetch(1, 5)
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        await h.follower_fetch(2, 5)
+        assert await asyncio.wait_for(waiting, 10) == (ErrorCode.NONE, 0)
+
+    run(scenario, tmp_path, store)
+
+
+def test_acks_all_is_refused_below_min_insync_replicas_and_acks_1_is_not(tmp_path: Path, store: MetadataStore) -> None:
+    async def scenario(h: Harness) -> None:
+        await h.lead(isr=(0,))
+        assert (await h.produce(1, acks=-1))[0] == ErrorCode.NOT_ENOUGH_REPLICAS
+        assert await h.produce(1, acks=1) == (ErrorCode.NONE, 0)
+
+    run(scenario, tmp_path, store)
+
+
+def test_a_lagging_follower_leaves_the_isr_through_the_state_znode_and_a_caught_up_one_returns(
+        tmp_path: Path, store: MetadataStore) -> None:
+    async def scenario(h: Harness) -> None:
+        part = await h.lead()
+        await h.produce(3, acks=1)
+        await h.follower_fetch(1, 3)
+        time.sleep(0.1)  # replica 2 has not caught up for longer than the 50 ms lag allowed here
+        await h.follower_fetch(1, 3)
+        await h.isr.maybe_shrink()
+        await _settle(h)
+        state, version = h.znode()
+        assert state.isr == (0, 1)
+        assert (state.leader, state.leader_epoch, state.controller_epoch) == (LEADER, 0, 1)
+        assert part.isr == [0, 1] and part.zk_version == version == 1
+        assert part.log.high_watermark == 3  # no longer waiting for replica 2
+
+        await h.follower_fetch(2, 1)  # behind the high watermark: not yet
+        await _settle(h)
+        assert h.znode()[0].isr == (0, 1)
+        await h.follower_fetch(2, 3)
+        await _settle(h)
+        state, version = h.znode()
+        assert state.isr == (0, 1, 2)
+        assert part.isr == [0, 1, 2] and part.zk_version == version == 2
+
+    run(scenario, tmp_path, store, lag_ms=50)
+
+
+def test_an_isr_write_on_a_stale_znode_version_changes_nothing(tmp_path: Path, store: MetadataStore) -> None:
+    async def scenario(h: Harness) -> None:
+        part = await h.lead()
+        # The controller moves leadership meanwhile: the state znode is no longer the version the leader knows.
+        h.store.set(h.state_path, PartitionState(1, 1, 1, (1, 2)).encode())
+        time.sleep(0.1)
+        await h.isr.maybe_shrink()
+        await _settle(h)
+        assert h.znode()[0] == PartitionState(1, 1, 1, (1, 2))
+        assert part.isr == [0, 1, 2]
+
+    run(scenario, tmp_path, store, lag_ms=50)
+
+
+def test_a_shrink_below_min_insync_replicas_fails_waiting_acks_all(tmp_path: Path, store: MetadataStore) -> None:
+    async def scenario(h: Harness) -> None:
+        await h.lead(isr=(0, 1))
+        waiting = asyncio.create_task(h.produce(2, acks=-1))
+        await asyncio.sleep(0.1)
+        await h.isr.maybe_shrink()  # replica 1 never fetched: out after 50 ms
+        await _settle(h)
+        assert h.znode()[0].isr == (0,)
+        assert (await asyncio.wait_for(waiting, 10))[0] == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+    run(scenario, tmp_path, store, lag_ms=50)
+
+
+async def _settle(h: Harness) -> None:
+    """Let the ISR writes started so far finish (they run on an executor)."""
+    for _ in range(200):
+        if not h.isr._writes:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("ISR writes did not finish")
