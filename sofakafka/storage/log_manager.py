@@ -413,7 +413,20 @@ class LogManager:
             self._started = False
 
     def shutdown(self) -> None:
-        """Flush and close every log, write the checkpoints and the clean-shutdown marker (blocking)."""
+        """Stop any cleaner pass, flush and close every log, write the checkpoints and the clean-shutdown
+        marker (blocking)."""
+        # A pass still rewriting a log would race its close; stop it first (outside the lock, which a pass
+        # starting right now needs to list the logs).
+        logs = self.all_logs
+        for lg in logs:
+            self.cleaner.abort_and_pause_cleaning(lg.dir)
+        try:
+            self._shutdown_locked()
+        finally:
+            for lg in logs:
+                self.cleaner.resume_cleaning(lg.dir)
+
+    def _shutdown_locked(self) -> None:
         with self._lock:
             by_dir = self._by_dir()
             with ThreadPoolExecutor(max_workers=self._threads * len(self.log_dirs),

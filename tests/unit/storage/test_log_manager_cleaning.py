@@ -211,3 +211,45 @@ def test_retention_on_a_compact_delete_log_waits_while_a_pass_rewrites_it(tmp_pa
     assert manager.cleanup_logs() > 0
     assert lg.number_of_segments == 1 and lg.log_start_offset == lg.active_segment.base_offset
     manager.shutdown()
+
+
+def test_shutdown_stops_a_running_pass_before_closing_the_logs(tmp_path: Path) -> None:
+    import threading
+
+    clock = FakeClock()
+    manager = manager_for(tmp_path, clock)
+    lg = manager.get_or_create_log("compacted", 0)
+    fill_with_rewrites(lg, clock)
+    before = keyed_offsets(lg)
+    in_pass, stopping = threading.Event(), threading.Event()
+    real_new_cleaned_segment = lg.new_cleaned_segment
+
+    def new_cleaned_segment(base_offset: int) -> LogSegment:
+        in_pass.set()
+        assert stopping.wait(60)
+        return real_new_cleaned_segment(base_offset)
+
+    lg.new_cleaned_segment = new_cleaned_segment  # type: ignore[method-assign]
+    real_abort = manager.cleaner.abort_and_pause_cleaning
+
+    def abort_and_pause_cleaning(log_dir: Path) -> None:
+        manager.cleaner.request_abort(log_dir)
+        stopping.set()
+        real_abort(log_dir)
+
+    manager.cleaner.abort_and_pause_cleaning = abort_and_pause_cleaning  # type: ignore[method-assign]
+    results: list[int] = []
+    worker = threading.Thread(target=lambda: results.append(manager.clean_compacted_logs()))
+    worker.start()
+    assert in_pass.wait(60)
+    manager.shutdown()
+    worker.join()
+    assert results == [0]
+    assert not [p for p in lg.dir.iterdir() if ".cleaned" in p.name or ".swap" in p.name]
+    assert not manager.cleaner.is_paused(lg.dir)
+
+    reopened = manager_for(tmp_path, clock)
+    again = reopened.get_log("compacted", 0)
+    assert again is not None and keyed_offsets(again) == before
+    assert reopened.cleaner.last_clean_offset(again) is None
+    reopened.shutdown()
