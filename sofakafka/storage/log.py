@@ -370,6 +370,7 @@ class Log:
     def _remove_temp_files_and_collect_swaps(self) -> list[Path]:
         swaps: list[Path] = []
         index_swaps: list[Path] = []
+        names = {p.name for p in self.dir.iterdir()}
         for path in sorted(self.dir.iterdir()):
             name = path.name
             if not path.is_file():
@@ -386,9 +387,18 @@ class Log:
         for path in index_swaps:
             # Offset and time indexes are rebuilt from the swapped log; the txnindex cannot be (it needs the
             # producer state before the segment), so a swapped segment keeps the one the cleaner wrote.
-            keep = path.name[:20] in swapped_stems and path.name.endswith(TXN_INDEX_SUFFIX + SWAP_SUFFIX)
-            if not keep:
+            stem = path.name[:20]
+            if not path.name.endswith(TXN_INDEX_SUFFIX + SWAP_SUFFIX):
                 path.unlink(missing_ok=True)
+            elif stem in swapped_stems:
+                continue
+            elif stem + LOG_SUFFIX in names and stem + LOG_SUFFIX + CLEANED_SUFFIX not in names and \
+                    stem + TXN_INDEX_SUFFIX not in names:
+                # The crash came between the swapped log taking its live name and its txnindex doing so (the
+                # old segment of that base was already renamed .deleted): finish the rename.
+                os.replace(path, self.dir / (stem + TXN_INDEX_SUFFIX))
+            else:
+                path.unlink(missing_ok=True)  # a .cleaned -> .swap rename that never reached its log
         return swaps
 
     def _load_segment_files(self) -> None:

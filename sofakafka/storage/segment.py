@@ -610,17 +610,27 @@ class LogSegment:
             self.txn_index.flush()
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
-        """Rename every file of the segment, e.g. '' -> '.deleted', '.cleaned' -> '.swap', '.swap' -> ''."""
+        """Rename every file of the segment, e.g. '' -> '.deleted', '.cleaned' -> '.swap', '.swap' -> ''.
+
+        The ``.log`` rename is what a restart acts on, so its place in the order matters for a crash between
+        renames: to ``.swap`` it goes last (a ``.log.swap`` then always has its ``.txnindex.swap`` beside it,
+        which cannot be rebuilt); otherwise first (a ``.deleted`` log means the segment is gone, whatever its
+        indexes are called; a live log after ``.swap`` lets the loader adopt the indexes left behind).
+        """
         with self._lock:
             def renamed(path: Path) -> Path:
                 name = path.name
                 if old_suffix and name.endswith(old_suffix):
                     name = name[: -len(old_suffix)]
                 return path.with_name(name + new_suffix)
-            self.log.rename_to(renamed(self.log.path))
+            log_last = new_suffix == SWAP_SUFFIX
+            if not log_last:
+                self.log.rename_to(renamed(self.log.path))
             self.offset_index.rename_to(renamed(self.offset_index.path))
             self.time_index.rename_to(renamed(self.time_index.path))
             self.txn_index.rename_to(renamed(self.txn_index.path))
+            if log_last:
+                self.log.rename_to(renamed(self.log.path))
 
     def close(self) -> None:
         """Trim indexes (their length tells a restart how many entries there are) and close files."""

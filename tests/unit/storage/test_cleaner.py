@@ -726,7 +726,9 @@ def test_abort_from_another_thread_waits_for_the_running_pass_to_stop(tmp_path: 
     log.close()
 
 
-def test_a_swapped_segment_found_after_a_crash_keeps_its_aborted_transactions(tmp_path: Path) -> None:
+@pytest.mark.parametrize("crash_point", ["all_swap", "log_already_live"])
+def test_a_swapped_segment_found_after_a_crash_keeps_its_aborted_transactions(tmp_path: Path,
+                                                                              crash_point: str) -> None:
     before_dir, after_dir, crashed = tmp_path / "before", tmp_path / "after", tmp_path / "crashed"
     log = open_log(before_dir)
     append(log, batch(0, [(b"a", b"1")], pid=1, epoch=0, seq=0, transactional=True))
@@ -746,11 +748,17 @@ def test_a_swapped_segment_found_after_a_crash_keeps_its_aborted_transactions(tm
     assert log.log_segments()[0].txn_index.all_aborted_txns() == expected
     log.close()
 
-    # A crash after the cleaned files became ".swap", before they took the live names.
+    # all_swap: a crash after the cleaned files became ".swap", before they took the live names.
+    # log_already_live: a crash in the middle of ".swap" -> live, the old segment already ".deleted" and the
+    # new log renamed, its indexes not yet.
     shutil.copytree(before_dir / "compacted-0", crashed / "compacted-0")
     part = crashed / "compacted-0"
+    if crash_point == "log_already_live":
+        for old in part.glob(f"{0:020d}.*"):
+            old.rename(old.with_name(old.name + ".deleted"))
     for ext in (".log", ".index", ".timeindex", ".txnindex"):
-        shutil.copy(after_dir / "compacted-0" / f"{0:020d}{ext}", part / f"{0:020d}{ext}.swap")
+        suffix = "" if crash_point == "log_already_live" and ext == ".log" else ".swap"
+        shutil.copy(after_dir / "compacted-0" / f"{0:020d}{ext}", part / f"{0:020d}{ext}{suffix}")
     # Everything below the active segment was flushed (recovery point 4), so recovery does not replay segment
     # 0 through the producer state: only the swapped-in .txnindex can tell that offsets 0-1 were aborted.
     recovered = Log(part, compact_config(), time_ms=lambda: NOW, had_clean_shutdown=False, recovery_point=4)
@@ -791,3 +799,50 @@ def test_the_cleaner_reads_producer_state_only_under_the_log_lock(tmp_path: Path
     assert result is not None and result.end_offset == 2  # the open transaction bounds the pass
     assert [r[:2] for r in data_records(log)] == [(1, b"a"), (2, b"b"), (3, b"z")]
     log.close()
+
+
+class _Crash(BaseException):
+    """The process dies here: nothing after it runs, no cleanup touches the files."""
+
+
+@pytest.mark.parametrize("crash_at", range(17))
+def test_a_crash_at_any_rename_of_the_swap_keeps_the_aborted_transactions(tmp_path: Path, crash_at: int,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    log = open_log(tmp_path)
+    append(log, batch(0, [(b"a", b"1")], pid=1, epoch=0, seq=0, transactional=True))
+    append(log, marker(1, 1, commit=False))
+    append(log, batch(2, [(b"b", b"1")]))
+    log.roll()
+    append(log, batch(3, [(b"b", b"2")]))
+    log.roll()
+    append(log, batch(4, [(b"z", b"1")]))
+    log.update_high_watermark(log.log_end_offset)
+    log.flush()
+    original = [r[:2] for r in data_records(log)]
+    renames = 0
+    real_replace = os.replace
+
+    def replace_then_crash(src: object, dst: object) -> None:
+        nonlocal renames
+        if renames == crash_at:
+            # From here on the "dead" process must not touch the disk (the pass's own cleanup would).
+            monkeypatch.setattr(Path, "unlink", lambda self, missing_ok=False: None)
+            raise _Crash
+        renames += 1
+        real_replace(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "replace", replace_then_crash)
+    try:
+        LogCleaner().clean_log(log, NOW, force=True)
+        assert renames == crash_at  # the last case crashes nowhere: every rename above was a crash point
+    except _Crash:
+        pass
+    monkeypatch.undo()
+    log.close_handlers()
+
+    # Recovery starts at the active segment: only the .txnindex files can tell that offsets 0-1 were aborted.
+    recovered = Log(log.dir, compact_config(), time_ms=lambda: NOW, had_clean_shutdown=False, recovery_point=4)
+    assert recovered.collect_aborted_transactions(0, 4) == [AbortedTxn(1, 0, 1, 2)]
+    assert [r[:2] for r in data_records(recovered)] in (original, [(3, b"b"), (4, b"z")])
+    assert not [p for p in log.dir.iterdir() if p.name.endswith((".cleaned", ".swap", ".deleted"))]
+    recovered.close()
