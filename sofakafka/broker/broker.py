@@ -287,8 +287,8 @@ class Broker:
             cfg = self.topic_log_config(part.topic, snap)
             if cfg != part.log.config:
                 part.log.update_config(cfg)
-        for (topic, _), lg in list(rm.follower_logs.items()):
-            cfg = self.topic_log_config(topic, snap)
+        for (followed_topic, _), lg in list(rm.follower_logs.items()):
+            cfg = self.topic_log_config(followed_topic, snap)
             if cfg != lg.config:
                 lg.update_config(cfg)
         if self._groups is not None:

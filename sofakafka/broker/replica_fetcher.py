@@ -364,17 +364,21 @@ class ReplicaFetcher:
         leader_hw = p.high_watermark
         leader_log_start = p.log_start_offset
 
-        def append() -> None:
+        def append() -> bool:
             if lg.closed or lg.log_end_offset != offset:
-                return  # truncated, deleted or already appended since this fetch was sent
+                return False  # truncated, deleted or already appended since this fetch was sent
+            hw = lg.high_watermark
             if records:
                 lg.append_as_follower(records)
             if leader_hw >= 0:
                 lg.update_high_watermark(min(leader_hw, lg.log_end_offset))
             if leader_log_start > lg.log_start_offset:
                 lg.maybe_increment_log_start_offset(min(leader_log_start, lg.high_watermark))
+            return lg.high_watermark != hw
 
-        await self._rm.run_append(append)
+        if await self._rm.run_append(append):
+            # Consumers reading from this follower (KIP-392) wait in the fetch purgatory for its high watermark.
+            self._rm.partitions_changed([fp.tp])
 
     async def _handle_out_of_range(self, fp: FollowedPartition, offset: int) -> None:
         """Our log end is outside the leader's log: below its start (retention ran), or above its end."""

@@ -241,20 +241,20 @@ class DelayedFetch(DelayedOperation):
 
     def __init__(self, delay_ms: int, min_bytes: int, isolation: FetchIsolation,
                  partitions: list[tuple[FetchPartitionRequest, LogOffsetMetadata | None]],
-                 manager: ReplicaManager) -> None:
+                 manager: ReplicaManager, follower_reads: bool = False) -> None:
         super().__init__(delay_ms)
         self.min_bytes = min_bytes
         self.isolation = isolation
         self.partitions = partitions
         self.manager = manager
+        self.follower_reads = follower_reads
 
     def try_complete(self) -> bool:
         accumulated = 0
         for req, metadata in self.partitions:
-            part = self.manager.get_partition(req.tp)
-            if part is None:
+            lg = self.manager.readable_log(req.tp, self.follower_reads)
+            if lg is None:
                 return self.force_complete()  # the partition moved away: answer with the error now
-            lg = part.log
             if self.isolation is FetchIsolation.LOG_END:
                 end = lg.log_end_offset
             elif self.isolation is FetchIsolation.HIGH_WATERMARK:
@@ -311,6 +311,14 @@ class ReplicaManager:
     @property
     def partitions(self) -> list[Partition]:
         return list(self._partitions.values())
+
+    def readable_log(self, tp: TopicPartition, follower_reads: bool) -> Log | None:
+        """The log a fetch of ``tp`` reads: the led partition's, or with ``follower_reads`` (KIP-392 consumers)
+        also a followed one's."""
+        part = self._partitions.get(tp)
+        if part is not None:
+            return part.log
+        return self.follower_logs.get(tp) if follower_reads else None
 
     async def become_leader(self, topic: str, partition: int, leader_epoch: int, replicas: Sequence[int],
                             isr: Sequence[int], *, zk_version: int = -1, controller_epoch: int = -1) -> Partition:
@@ -493,11 +501,14 @@ class ReplicaManager:
         hard_max_bytes_limit: bool = False,
         to_magic: int | None = None,
         zstd_readable: bool = True,
+        follower_reads: bool = False,
     ) -> list[FetchPartitionResult]:
         """Read every partition now; if fewer than ``min_bytes`` came back, wait in purgatory and read again.
 
         ``zstd_readable`` False (Fetch before v10): partitions of topics whose ``compression.type`` is zstd are
         answered UNSUPPORTED_COMPRESSION_TYPE, as Kafka 2.6 decides by the topic config.
+        ``follower_reads`` (a consumer's Fetch v11+, KIP-392): partitions this broker follows are read too, up
+        to the follower's high watermark, as Kafka 2.6 serves consumers that send client metadata.
         """
         if replica_id >= 0:
             isolation = FetchIsolation.LOG_END
@@ -510,7 +521,8 @@ class ReplicaManager:
             self._update_follower_positions(replica_id, partitions)
 
         def read() -> list[FetchPartitionResult]:
-            return self._read_all(partitions, isolation, max_bytes, hard_max_bytes_limit, to_magic, zstd_readable)
+            return self._read_all(partitions, isolation, max_bytes, hard_max_bytes_limit, to_magic, zstd_readable,
+                                  follower_reads and replica_id < 0)
 
         results = await self.run_read(read)
         if max_wait_ms <= 0 or not partitions or min_bytes <= 0 or self._shutting_down:
@@ -524,7 +536,7 @@ class ReplicaManager:
             return results
         op = DelayedFetch(max_wait_ms, min_bytes, isolation,
                           [(req, r.fetch_offset_metadata) for req, r in zip(partitions, results, strict=True)],
-                          self)
+                          self, follower_reads and replica_id < 0)
         if not self.fetch_purgatory.try_complete_else_watch(op, [req.tp for req in partitions]):
             await op.completion
         return await self.run_read(read)
@@ -548,14 +560,15 @@ class ReplicaManager:
             self.partitions_changed(moved)
 
     def _read_all(self, partitions: Sequence[FetchPartitionRequest], isolation: FetchIsolation, max_bytes: int,
-                  hard_max_bytes_limit: bool, to_magic: int | None, zstd_readable: bool
+                  hard_max_bytes_limit: bool, to_magic: int | None, zstd_readable: bool, follower_reads: bool = False
                   ) -> list[FetchPartitionResult]:
         out: list[FetchPartitionResult] = []
         remaining = max(0, max_bytes)
         min_one_message = not hard_max_bytes_limit
         for req in partitions:
             try:
-                result = self._read_partition(req, isolation, remaining, min_one_message, to_magic, zstd_readable)
+                result = self._read_partition(req, isolation, remaining, min_one_message, to_magic, zstd_readable,
+                                              follower_reads)
             except KafkaError as exc:
                 result = FetchPartitionResult(exc.code)
             except Exception as exc:  # one partition's failure must not fail its neighbours
@@ -568,10 +581,15 @@ class ReplicaManager:
         return out
 
     def _read_partition(self, req: FetchPartitionRequest, isolation: FetchIsolation, remaining: int,
-                        min_one_message: bool, to_magic: int | None, zstd_readable: bool) -> FetchPartitionResult:
-        part = self.partition_or_error(req.topic, req.partition)
-        part.check_leader_epoch(req.current_leader_epoch)
-        lg = part.log
+                        min_one_message: bool, to_magic: int | None, zstd_readable: bool,
+                        follower_reads: bool = False) -> FetchPartitionResult:
+        followed = self.follower_logs.get(req.tp) if follower_reads and req.tp not in self._partitions else None
+        if followed is not None:
+            lg = followed
+        else:
+            part = self.partition_or_error(req.topic, req.partition)
+            part.check_leader_epoch(req.current_leader_epoch)
+            lg = part.log
         if not zstd_readable and lg.config.compression_type == "zstd":
             raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                              f"{req.topic} is stored with zstd, which this fetch version cannot read")

@@ -26,6 +26,7 @@ from kafka.admin import NewTopic
 from kazoo.client import KazooClient
 
 from sofakafka.client.connection import BrokerConnection
+from sofakafka.protocol.messages.fetch import FetchRequest, FetchResponse
 from sofakafka.protocol.messages.produce import ProduceRequest, ProduceResponse
 from sofakafka.protocol.records import RecordBatchBuilder
 from tests.cluster.conftest import ZooKeeperServer
@@ -119,9 +120,11 @@ def make_cluster(zk_broker_factory: Callable[..., BrokerProcess], zookeeper: Zoo
                  zk_chroot: str) -> Iterator[Callable[..., Cluster]]:
     clients: list[KazooClient] = []
 
-    def make(extra: dict[str, str] | None = None) -> Cluster:
+    def make(extra: dict[str, str] | None = None,
+             per_broker: Callable[[int], dict[str, str]] = lambda _i: {}) -> Cluster:
         settings = {**BROKER_SETTINGS, **(extra or {})}
-        brokers = [zk_broker_factory({**settings, "broker.id": str(i)}, name=f"broker{i}-") for i in range(3)]
+        brokers = [zk_broker_factory({**settings, **per_broker(i), "broker.id": str(i)}, name=f"broker{i}-")
+                   for i in range(3)]
         zk = KazooClient(hosts=zookeeper.hosts + zk_chroot)
         clients.append(zk)
         zk.start(timeout=30)
@@ -374,3 +377,53 @@ def test_a_former_leader_truncates_records_only_it_had_by_leader_epoch(make_clus
     values = [v for _, v in sorted(found.items())]
     assert values == [f"committed-{n}".encode() for n in range(20)] + [f"after-{n}".encode() for n in range(30)]
     assert {off: found[(0, off)] for off in acked} == acked
+
+
+def _fetch_v11(broker: BrokerProcess, topic: str, rack: str) -> FetchResponse.FetchableTopicResponse.FetchablePartitionResponse:
+    request = FetchRequest(replica_id=-1, max_wait=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+                           session_id=0, epoch=-1, rack_id=rack, topics=[FetchRequest.FetchableTopic(
+                               name=topic, fetch_partitions=[FetchRequest.FetchableTopic.FetchPartition(
+                                   partition_index=0, fetch_offset=0, max_bytes=1 << 20)])])
+    with BrokerConnection(broker.host, broker.port, timeout_s=30) as conn:
+        response = conn.send(request, 11)
+    assert isinstance(response, FetchResponse)
+    return response.topics[0].partitions[0]
+
+
+def test_a_consumer_naming_its_rack_is_sent_to_the_replica_in_that_rack(make_cluster: Callable[..., Cluster]) -> None:
+    cluster = make_cluster({"replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector"},
+                           per_broker=lambda i: {"broker.rack": f"rack-{i}"})
+    topic = "racks"
+    cluster.create_topic(topic, partitions=1)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+    for n in range(20):
+        producer.send(topic, value=f"rack-record-{n}".encode(), partition=0).get(timeout=30)
+    producer.close()
+    leader = cluster.leader(topic, 0)
+    follower = (leader + 1) % 3
+
+    # The leader in its own rack serves; asked from the follower's rack, it answers with the follower and no data.
+    own = _fetch_v11(cluster.brokers[leader], topic, f"rack-{leader}")
+    assert (own.error_code, own.preferred_read_replica) == (0, -1) and own.records
+    redirected = _fetch_v11(cluster.brokers[leader], topic, f"rack-{follower}")
+    assert (redirected.error_code, redirected.preferred_read_replica) == (0, follower)
+    assert not redirected.records
+    # The follower serves that consumer up to its own high watermark.
+    cluster.wait_for("the follower to serve all 20 records",
+                     lambda: _fetch_v11(cluster.brokers[follower], topic, f"rack-{follower}").high_watermark == 20)
+    served = _fetch_v11(cluster.brokers[follower], topic, f"rack-{follower}")
+    assert served.error_code == 0 and b"rack-record-19" in bytes(served.records or b"")
+
+    consumer = CKConsumer({"bootstrap.servers": cluster.bootstrap, "group.id": "racks", "client.rack": f"rack-{follower}",
+                           "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        consumer.subscribe([topic])
+        seen: list[bytes] = []
+        deadline = time.monotonic() + WAIT_S
+        while len(seen) < 20 and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is not None and msg.error() is None:
+                seen.append(msg.value())
+        assert seen == [f"rack-record-{n}".encode() for n in range(20)]
+    finally:
+        consumer.close()

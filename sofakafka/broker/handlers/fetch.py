@@ -12,7 +12,9 @@ magic 0, v2-3 to magic 1; refused with UNSUPPORTED_VERSION when ``message.downco
 v4 adds last stable offset and aborted transactions; v5 log start offsets; v7 fetch sessions (KIP-227, see
 ``fetch_session``) with a top-level error code; before v10 a topic whose ``compression.type`` is zstd is
 UNSUPPORTED_COMPRESSION_TYPE (Kafka 2.6 decides by the config, not by the stored batches); v9 ``current_leader_epoch`` (FENCED_LEADER_EPOCH /
-UNKNOWN_LEADER_EPOCH); v11 rack id and ``preferred_read_replica`` (always -1: no follower fetching).
+UNKNOWN_LEADER_EPOCH); v11 rack id and ``preferred_read_replica`` (KIP-392, see ``replica_selector``: with the
+rack-aware selector a consumer in another rack is sent to a follower in its own, which serves v11+ consumer
+fetches up to its high watermark).
 
 Record bytes are not re-encoded: the response is assembled from the codec's encoding of everything but the
 records, with each partition's stored bytes spliced in as their own chunk (a ``RawResponse``), so they are
@@ -31,6 +33,7 @@ import struct
 from sofakafka.broker.fetch_session import FetchContext
 from sofakafka.broker.handlers import RawResponse, RequestContext, handles
 from sofakafka.broker.replica_manager import FetchPartitionRequest, FetchPartitionResult
+from sofakafka.broker.replica_selector import RACK_AWARE_REPLICA_SELECTOR, preferred_read_replica
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.messages.fetch import FetchRequest, FetchResponse
@@ -80,9 +83,10 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> RawRespons
             return FetchResponse(error_code=fetch_ctx.error, session_id=0)
     else:
         fetch_ctx = FetchContext(requested)
+    preferred = _preferred_read_replicas(ctx, request, fetch_ctx.partitions) if version >= 11 else {}
     results = await broker.replica_manager.fetch_messages(
         replica_id=request.replica_id,
-        max_wait_ms=request.max_wait,
+        max_wait_ms=0 if preferred else request.max_wait,
         min_bytes=request.min_bytes,
         max_bytes=request.max_bytes if version >= 3 else 0x7FFFFFFF,
         isolation_level=request.isolation_level,
@@ -90,12 +94,38 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> RawRespons
         hard_max_bytes_limit=version <= 2,
         to_magic=_down_conversion_magic(version),
         zstd_readable=version >= 10,
+        follower_reads=version >= 11,
     )
-    return encode_fetch_response(version, fetch_ctx.session_id, fetch_ctx.response_partitions(results))
+    if preferred:
+        # Kafka answers a redirected partition without records: the consumer fetches them from the replica.
+        results = [FetchPartitionResult(r.error_code, r.high_watermark, r.last_stable_offset, r.log_start_offset,
+                                        r.aborted, b"") if req.tp in preferred else r
+                   for req, r in zip(fetch_ctx.partitions, results, strict=True)]
+    return encode_fetch_response(version, fetch_ctx.session_id, fetch_ctx.response_partitions(results), preferred)
+
+
+def _preferred_read_replicas(ctx: RequestContext, request: FetchRequest,
+                             partitions: list[FetchPartitionRequest]) -> dict[tuple[str, int], int]:
+    """KIP-392: partitions whose consumer should fetch from a follower in its rack instead of from us."""
+    broker = ctx.broker
+    if (request.replica_id >= 0 or not request.rack_id
+            or broker.config.values.get("replica.selector.class") != RACK_AWARE_REPLICA_SELECTOR):
+        return {}
+    snapshot = broker.metadata()
+    racks = {b.broker_id: b.rack for b in snapshot.brokers.values()}
+    out: dict[tuple[str, int], int] = {}
+    for req in partitions:
+        part = broker.replica_manager.get_partition(req.tp)
+        if part is not None:
+            chosen = preferred_read_replica(part, req.fetch_offset, request.rack_id, racks)
+            if chosen >= 0:
+                out[req.tp] = chosen
+    return out
 
 
 def encode_fetch_response(version: int, session_id: int,
-                          pairs: list[tuple[FetchPartitionRequest, FetchPartitionResult]]) -> RawResponse:
+                          pairs: list[tuple[FetchPartitionRequest, FetchPartitionResult]],
+                          preferred_read_replicas: dict[tuple[str, int], int] | None = None) -> RawResponse:
     """The codec encodes every field but the records; each partition's records follow as their own chunk.
 
     Fetch v0-11 is not a flexible version, so records are the last field of a partition and every array is
@@ -122,7 +152,7 @@ def encode_fetch_response(version: int, session_id: int,
                 last_stable_offset=r.last_stable_offset,
                 log_start_offset=r.log_start_offset,
                 aborted=aborted if version >= 4 else [],
-                preferred_read_replica=-1,
+                preferred_read_replica=(preferred_read_replicas or {}).get(req.tp, -1) if version >= 11 else -1,
                 records=b"",
             )
             current += pr.encode(version)
