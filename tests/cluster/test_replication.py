@@ -427,3 +427,52 @@ def test_a_consumer_naming_its_rack_is_sent_to_the_replica_in_that_rack(make_clu
         assert seen == [f"rack-record-{n}".encode() for n in range(20)]
     finally:
         consumer.close()
+
+
+def _offsets_partition(group: str, partitions: int) -> int:
+    """Kafka's mapping of a group to its __consumer_offsets partition: abs(String.hashCode) mod count (for an
+    ASCII id, whose UTF-16 code units are its characters)."""
+    h = 0
+    for ch in group:
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    return (h & 0x7FFFFFFF) % partitions
+
+
+def test_committed_offsets_survive_kill_9_of_the_group_coordinator(cluster: Cluster) -> None:
+    topic, group = "grouped", "survivors"
+    cluster.create_topic(topic, partitions=1)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+    for n in range(10):
+        producer.send(topic, value=f"g-{n}".encode(), partition=0).get(timeout=30)
+    consumer = KafkaConsumer(topic, bootstrap_servers=cluster.bootstrap, group_id=group, enable_auto_commit=False,
+                             auto_offset_reset="earliest", consumer_timeout_ms=20000)
+    read = []
+    for record in consumer:
+        read.append(record.value)
+        if len(read) == 10:
+            break
+    consumer.commit()
+    consumer.close()
+    assert read == [f"g-{n}".encode() for n in range(10)]
+
+    offsets_partition = _offsets_partition(group, 3)
+    coordinator = cluster.leader("__consumer_offsets", offsets_partition)
+    cluster.wait_identical("__consumer_offsets", offsets_partition, [0, 1, 2])
+    cluster.brokers[coordinator].kill()
+    cluster.wait_for("a new coordinator", lambda: cluster.leader("__consumer_offsets", offsets_partition)
+                     not in (coordinator, -1))
+    for n in range(10, 15):
+        producer.send(topic, value=f"g-{n}".encode(), partition=0).get(timeout=30)
+    producer.close()
+
+    again = KafkaConsumer(topic, bootstrap_servers=cluster.bootstrap, group_id=group, enable_auto_commit=False,
+                          auto_offset_reset="earliest", consumer_timeout_ms=20000)
+    try:
+        rest = []
+        for record in again:
+            rest.append((record.offset, record.value))
+            if len(rest) == 5:
+                break
+        assert rest == [(n, f"g-{n}".encode()) for n in range(10, 15)]
+    finally:
+        again.close()
