@@ -226,6 +226,13 @@ class ReplicaFetcher:
                          exc or type(exc).__name__, self._settings.fetch_backoff_ms)
                 await self._disconnect()
                 await asyncio.sleep(self._settings.fetch_backoff_ms / 1000.0)
+            except Exception:
+                # A log closed under us (topic deletion) or a bug: the fetcher must outlive it, or every
+                # partition it carries would silently stop replicating.
+                log.exception("replica fetcher from broker %d failed; retrying in %d ms", self.source_broker,
+                              self._settings.fetch_backoff_ms)
+                await self._disconnect()
+                await asyncio.sleep(self._settings.fetch_backoff_ms / 1000.0)
 
     # -- truncation ------------------------------------------------------------------------------------------------
     async def _truncate(self, partitions: list[FollowedPartition]) -> None:
