@@ -32,6 +32,7 @@ from confluent_kafka.admin import AdminClient
 from sofakafka import cluster_launcher as cl
 from sofakafka.client import ClientError, KafkaClient, NewTopic
 from sofakafka.protocol.errors import ErrorCode
+from sofakafka.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 
 BROKERS = 3
 PARTITIONS = 3
@@ -368,3 +369,25 @@ def test_auto_leader_rebalance_moves_leadership_back_by_itself(tmp_path: Path) -
         cluster.wait_full_isr([topic])
     finally:
         cl.stop_processes(cl.ClusterState.load(state.directory).processes, deadline_s=15)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_elect_leaders_every_version_on_and_off_the_controller(cluster: Cluster, version: int) -> None:
+    topic = cluster.create_topic()
+    request = ElectLeadersRequest(topic_partitions=[
+        ElectLeadersRequest.TopicPartitions(topic=topic, partition_id=[0, 1, 0])], timeout_ms=30_000)
+    with cluster.client() as c:
+        controller = c.metadata([]).controller_id
+        other = next(b for b in cluster.live() if b != controller)
+        off = c.send(request, node_id=other, version=version)
+        on = c.send(request, node_id=controller, version=version)
+    assert isinstance(off, ElectLeadersResponse) and isinstance(on, ElectLeadersResponse)
+    # v0 has no top-level error: NOT_CONTROLLER travels per partition there, and in both places from v1.
+    assert off.error_code == (ErrorCode.NOT_CONTROLLER if version >= 1 else 0)
+    assert [(r.topic, sorted(p.partition_id for p in r.partition_result)) for r in off.replica_election_results] \
+        == [(topic, [0, 1])]
+    assert {p.error_code for r in off.replica_election_results for p in r.partition_result} == {ErrorCode.NOT_CONTROLLER}
+    # On the controller, a preferred election (v0's only kind, v1+'s type 0) of preferred leaders: nothing to do.
+    assert on.error_code == 0
+    assert {(p.partition_id, p.error_code) for r in on.replica_election_results for p in r.partition_result} \
+        == {(0, ErrorCode.ELECTION_NOT_NEEDED), (1, ErrorCode.ELECTION_NOT_NEEDED)}
