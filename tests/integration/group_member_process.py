@@ -21,7 +21,10 @@ def main() -> None:
     instance_id = sys.argv[4] if len(sys.argv) > 4 else None
     consumer = KafkaConsumer(
         topic, bootstrap_servers=bootstrap, group_id=group, group_instance_id=instance_id,
-        auto_offset_reset="earliest", enable_auto_commit=False, max_poll_records=1, session_timeout_ms=6000,
+        auto_offset_reset="earliest", enable_auto_commit=False, max_poll_records=1,
+        # A static member's restart must fit in its session even on a loaded machine: starting Python and
+        # kafka-python can take seconds there. Dynamic members keep a short one, so their death is noticed.
+        session_timeout_ms=30000 if instance_id else 6000,
         heartbeat_interval_ms=500, client_id=f"member-process-{instance_id or 'dynamic'}")
     assigned: list[int] | None = None
     while True:
