@@ -62,12 +62,12 @@ def describe_validator(fn: Callable[..., Any] | None) -> str:
     factory = fn.__qualname__.split(".<locals>.")[0]
     env = _closure(fn) if fn.__closure__ else {}
     if factory in ("at_least", "_at_least"):
-        low = env.get("minimum", env.get("low"))
+        low = env["minimum"] if "minimum" in env else env["low"]
         return f">= {_number(low)}"
     if factory in ("between", "_between"):
         return f"{_number(env['low'])} .. {_number(env['high'])}"
     if factory in ("one_of", "_one_of"):
-        allowed = env.get("allowed", env.get("choices"))
+        allowed = env["allowed"] if "allowed" in env else env["choices"]
         return "one of " + ", ".join(f"`{a}`" for a in allowed)
     if factory == "list_of":
         return "list of " + ", ".join(f"`{a}`" for a in env["allowed"])
