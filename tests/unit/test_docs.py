@@ -89,7 +89,7 @@ def test_readme_first_keys_are_real_broker_keys() -> None:
 
 def test_readme_api_table_is_what_api_versions_advertises() -> None:
     from sofakafka.broker import handlers
-    from sofakafka.protocol.api import ApiKey
+    from sofakafka.protocol.api import ApiKey, valid_versions
 
     handlers.load_handlers()
     advertised = {(key, ApiKey(key).name.replace("_", "").lower(), f"{lo}-{hi}" if lo != hi else str(lo))
@@ -99,3 +99,6 @@ def test_readme_api_table_is_what_api_versions_advertises() -> None:
     listed = {(int(key), name.lower(), versions)
               for key, name, versions in re.findall(r"\| (\d+) \| (\w+) \| ([0-9-]+) \|", section)}
     assert listed == advertised
+    # "every version Kafka 2.6 accepts", as the README says.
+    for key, lo, hi in handlers.supported_versions():
+        assert (lo, hi) == valid_versions(key), ApiKey(key).name
