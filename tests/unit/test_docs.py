@@ -102,3 +102,32 @@ def test_readme_api_table_is_what_api_versions_advertises() -> None:
     # "every version Kafka 2.6 accepts", as the README says.
     for key, lo, hi in handlers.supported_versions():
         assert (lo, hi) == valid_versions(key), ApiKey(key).name
+
+
+def test_readme_first_keys_show_their_declared_defaults() -> None:
+    from sofakafka.broker.config import format_value
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    for key, cell in re.findall(r"^\| `([a-z0-9.]+)` \| ([^|]+) \|", section, re.MULTILINE):
+        declared = CONFIG_KEYS[key]
+        if cell.startswith("unset"):
+            assert declared.default is None or key == "log.dirs", key
+            continue
+        shown = re.match(r"`([^`]+)`", cell)
+        assert shown is not None, f"{key}: default cell {cell!r} is neither `value` nor unset"
+        assert shown.group(1) == format_value(declared, declared.default), key
+
+
+def test_readme_start_command_is_a_valid_configuration() -> None:
+    from sofakafka.broker.config import KafkaConfig
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = readme.split("**1. Start a broker**", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    serve = re.search(r"sofakafka serve(.*)$", block, re.MULTILINE)
+    assert serve is not None
+    overrides = re.findall(r"--override (\S+)", serve.group(1))
+    config = KafkaConfig.load(None, overrides)
+    # One broker must be able to host __consumer_offsets, or no group finds a coordinator.
+    assert config.get_int("offsets.topic.replication.factor") == 1
+    assert [e.connection_string() for e in config.listeners] == ["PLAINTEXT://127.0.0.1:9092"]
