@@ -149,7 +149,7 @@ def render() -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for key in keys:
-        doc = key.doc if key.applicable else f"*Not applicable.* {key.doc.removeprefix('Not applicable: ')}"
+        doc = key.doc if key.applicable else f"*Not applicable:* {key.doc.removeprefix('Not applicable: ')}"
         topic = f"`{key.topic_config}`" if key.topic_config else ""
         lines.append(
             f"| `{key.name}` | {key.type.value} | {_cell(_default(key))} | {_cell(describe_validator(key.validator))} "
