@@ -13,9 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
+from sofakafka.client import KafkaClient
+from sofakafka.client.groups import GroupAdmin
 from tests.integration.helpers import wait_for
 
 GROUP_OVERRIDES = {
@@ -131,8 +133,8 @@ def wait_split(members: list[Member], partitions: int, per_member: int, timeout_
 
 
 def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int | None]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
-    try:
-        return {p: consumer.committed(TopicPartition(topic, p)) for p in range(partitions)}
-    finally:
-        consumer.close(autocommit=False)
+    """The group's committed offsets, read with our own small client: tests poll this in loops, and a
+    kafka-python consumer built and closed per call now and then leaves a socket to the garbage collector."""
+    with KafkaClient(bootstrap) as client:
+        found = GroupAdmin(client).fetch_offsets(group, [(topic, p) for p in range(partitions)])
+    return {p: found[(topic, p)].offset if (topic, p) in found else None for p in range(partitions)}
