@@ -32,8 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"sofakafka {__version__}")
     verbs = parser.add_subparsers(dest="verb")
     serve = verbs.add_parser("serve", help="run a broker",
-                             description="Run a broker. With no file: PLAINTEXT://127.0.0.1:9092 and a data "
-                                         "directory under your home directory (or the working directory).")
+                             description="Run a broker. With no file: PLAINTEXT://127.0.0.1:9092, a data "
+                                         "directory under your home directory (or the working directory), and "
+                                         "replication factor 1 for the internal topics, as Kafka's sample "
+                                         "server.properties sets for a single broker.")
     serve.add_argument("properties", nargs="?", help="a server.properties file (Kafka's keys)")
     serve.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                        help="set a config key, winning over the file (repeatable)")

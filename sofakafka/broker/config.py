@@ -594,6 +594,14 @@ class SynonymEntry:
     source: ConfigSource
 
 
+SINGLE_BROKER_SAMPLE: Mapping[str, str] = {
+    "offsets.topic.replication.factor": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+}
+"""The keys ``sofakafka serve`` sets when given no properties file, as Kafka's sample server.properties does."""
+
+
 @dataclass
 class KafkaConfig:
     """A validated broker configuration. Build it with :meth:`from_properties` or :meth:`load`.
@@ -627,7 +635,10 @@ class KafkaConfig:
     @classmethod
     def load(cls, path: str | os.PathLike[str] | None = None, overrides: Sequence[str] = ()) -> KafkaConfig:
         """``sofakafka serve [server.properties] [--override key=value ...]``: overrides win over the file."""
-        props: dict[str, str] = {}
+        # With no file, start from what Kafka's own sample config/server.properties sets for a single
+        # broker: Kafka's built-in defaults of 3 replicas for the internal topics cannot be met by one
+        # broker, so consumer groups and transactions would never find a coordinator.
+        props: dict[str, str] = dict(SINGLE_BROKER_SAMPLE) if path is None else {}
         if path is not None:
             try:
                 props.update(read_properties_file(path))

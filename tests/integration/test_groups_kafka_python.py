@@ -332,8 +332,11 @@ def test_committed_offsets_and_metadata_survive_a_broker_restart(
 
 
 def test_first_find_coordinator_refused_until_enough_brokers_for_the_offsets_topic(tmp_path: Path) -> None:
-    """Kafka's default offsets.topic.replication.factor (3) cannot be met by one broker: no topic, no coordinator."""
-    b = BrokerProcess(tmp_path / "b").start()
+    """Kafka's default offsets.topic.replication.factor (3) cannot be met by one broker: no topic, no coordinator.
+
+    `serve` without a file sets 1 (as Kafka's sample server.properties), so the operator's 3 is explicit here.
+    """
+    b = BrokerProcess(tmp_path / "b", {"offsets.topic.replication.factor": "3"}).start()
     try:
         from sofakafka.client import KafkaClient
         from sofakafka.client.groups import GroupAdmin

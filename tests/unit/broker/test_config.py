@@ -411,3 +411,23 @@ def test_every_key_accepts_its_own_default_written_out() -> None:
     defaults = KafkaConfig.from_properties({})
     for name in written:
         assert c.get(name) == defaults.get(name), name
+
+
+def test_no_properties_file_gives_internal_topics_one_replica_as_kafkas_sample_config() -> None:
+    # One broker cannot host 3 replicas: without this, `sofakafka serve` alone never serves consumer groups.
+    from sofakafka.broker.config import KafkaConfig
+
+    cfg = KafkaConfig.load(None, [])
+    assert cfg.get_int("offsets.topic.replication.factor") == 1
+    assert cfg.get_int("transaction.state.log.replication.factor") == 1
+    assert cfg.get_int("transaction.state.log.min.isr") == 1
+    # An override still wins, and a file means the operator chose: Kafka's built-in default applies.
+    assert KafkaConfig.load(None, ["offsets.topic.replication.factor=2"]).get_int("offsets.topic.replication.factor") == 2
+
+
+def test_a_properties_file_keeps_kafkas_default_of_three_offsets_replicas(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from sofakafka.broker.config import KafkaConfig
+
+    f = tmp_path / "server.properties"
+    f.write_text("num.partitions=2\n")
+    assert KafkaConfig.load(f, []).get_int("offsets.topic.replication.factor") == 3
