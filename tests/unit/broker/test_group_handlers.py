@@ -125,7 +125,11 @@ def test_first_find_coordinator_creates_a_compacted_offsets_topic_and_then_names
         assert (first.error_code, first.node_id, first.host, first.port) == (
             ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1)
         assert b.broker is not None
-        snap = b.broker.metadata()
+        broker = b.broker
+        # The creation is in the store when FindCoordinator answers; the metadata cache learns of it through a
+        # watch on its own thread, so wait for it rather than race it.
+        snap = wait_until("the offsets topic in the metadata cache",
+                          lambda: (s := broker.metadata()).topics.get(GROUP_METADATA_TOPIC) and s)
         assert len(snap.topics[GROUP_METADATA_TOPIC].partitions) == OFFSETS_PARTITIONS
         assert snap.topic_config(GROUP_METADATA_TOPIC)["cleanup.policy"] == "compact"
         for version in range(4):
