@@ -29,14 +29,13 @@ for fetchers older than v4).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TypeVar, cast
 
 from sofakafka.broker.purgatory import DelayedOperation, DelayedOperationPurgatory
+from sofakafka.broker.worker_threads import WorkerThreads
 from sofakafka.protocol.errors import ErrorCode, KafkaError
 from sofakafka.protocol.records import (
     CREATE_TIME,
@@ -289,8 +288,8 @@ class ReplicaManager:
         self.follower_logs: dict[TopicPartition, Log] = {}
         # Called on the loop when a follower that is out of the ISR may join it (isr.IsrManager).
         self.isr_expansion_listener: Callable[[Partition, int], None] | None = None
-        self._append_executor = ThreadPoolExecutor(1, thread_name_prefix="append")
-        self._read_executor = ThreadPoolExecutor(read_threads, thread_name_prefix="read")
+        self._append_executor = WorkerThreads(1, "append")
+        self._read_executor = WorkerThreads(read_threads, "read")
         self.produce_purgatory: DelayedOperationPurgatory[TopicPartition] = DelayedOperationPurgatory("Produce")
         self.fetch_purgatory: DelayedOperationPurgatory[TopicPartition] = DelayedOperationPurgatory("Fetch")
         self._append_listeners: list[Callable[[TopicPartition], None]] = []
@@ -386,10 +385,10 @@ class ReplicaManager:
     # -- executors ---------------------------------------------------------------------------------------------------
     async def run_append(self, fn: Callable[[], T]) -> T:
         """Run blocking log-mutating work on the append thread, after every append already queued."""
-        return await asyncio.get_running_loop().run_in_executor(self._append_executor, fn)
+        return await self._append_executor.run(fn)
 
     async def run_read(self, fn: Callable[[], T]) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._read_executor, fn)
+        return await self._read_executor.run(fn)
 
     def partitions_changed(self, tps: Iterable[TopicPartition]) -> None:
         """Wake delayed operations on ``tps`` (after appends, high-watermark or log-start moves)."""
@@ -626,8 +625,8 @@ class ReplicaManager:
         self.fetch_purgatory.shutdown()
 
     def shutdown_executors(self) -> None:
-        self._append_executor.shutdown(wait=True)
-        self._read_executor.shutdown(wait=True)
+        self._append_executor.shutdown()
+        self._read_executor.shutdown()
 
 
 def _recompress(view: memoryview, validation: ProduceValidation, target: int | None) -> bytearray:
