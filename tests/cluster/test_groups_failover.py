@@ -1,6 +1,6 @@
 """The group coordinator moves with the leadership of its ``__consumer_offsets`` partition.
 
-Three brokers on ZooKeeper, the offsets topic with Kafka's default replication factor of 3: a group commits,
+Three brokers on ZooKeeper, the offsets topic with three replicas (Kafka's default): a group commits,
 its coordinator is killed with SIGKILL, and the broker elected leader of the group's offsets partition loads
 it from its replica and answers with the same offsets and metadata; a consumer of the group then starts there.
 """
@@ -26,7 +26,9 @@ TOPIC = "moving-coordinator-topic"
 
 def test_a_new_coordinator_serves_the_commits_after_kill_9_of_the_old_one(
         zk_broker_factory: Callable[..., BrokerProcess]) -> None:
+    # Set explicitly: `serve` without a properties file defaults the internal topics to one replica.
     brokers = [zk_broker_factory({"broker.id": str(i), "offsets.topic.num.partitions": "3",
+                                  "offsets.topic.replication.factor": "3",
                                   "group.initial.rebalance.delay.ms": "0"}) for i in range(3)]
     bootstrap = ",".join(b.bootstrap for b in brokers)
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
@@ -58,6 +60,10 @@ def test_a_new_coordinator_serves_the_commits_after_kill_9_of_the_old_one(
         except (KafkaError, ClientError):
             return None
 
-    new, offsets = wait_for("another broker to coordinate the group", moved, 90)
+    try:
+        new, offsets = wait_for("another broker to coordinate the group", moved, 90)
+    except AssertionError as exc:
+        logs = "\n".join(f"--- broker {i}\n{b.log_tail(60)}" for i, b in enumerate(brokers))
+        raise AssertionError(f"{exc}; old coordinator {old}\n{logs}") from None
     assert new != old
     assert offsets == {(TOPIC, 0): CommittedOffset(17, "before"), (TOPIC, 1): CommittedOffset(23, "the kill")}
