@@ -440,6 +440,7 @@ class ReplicaFetcherManager:
             lg = await rm.become_follower(p.topic, p.partition)
             fp = FollowedPartition(p.topic, p.partition, lg, p.leader, p.leader_epoch)
             self._followed[tp] = fp
+            rm.follower_epochs[tp] = p.leader_epoch
             if p.leader >= 0:
                 log.info("%s-%d: following broker %d at leader epoch %d", p.topic, p.partition, p.leader,
                          p.leader_epoch)
@@ -455,6 +456,7 @@ class ReplicaFetcherManager:
         if fp is not None:
             self._detach(fp)
         self.replica_manager.follower_logs.pop(tp, None)
+        self.replica_manager.follower_epochs.pop(tp, None)
 
     def _detach(self, fp: FollowedPartition) -> None:
         fetcher = self._fetchers.get(fp.leader)

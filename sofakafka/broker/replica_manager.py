@@ -286,6 +286,8 @@ class ReplicaManager:
         self._partitions: dict[TopicPartition, Partition] = {}
         # Logs of the partitions this broker follows (replica_fetcher fills and empties it).
         self.follower_logs: dict[TopicPartition, Log] = {}
+        # The leader epoch each followed partition is followed at (for KIP-320 checks on KIP-392 reads).
+        self.follower_epochs: dict[TopicPartition, int] = {}
         # Called on the loop when a follower that is out of the ISR may join it (isr.IsrManager).
         self.isr_expansion_listener: Callable[[Partition, int], None] | None = None
         self._append_executor = WorkerThreads(1, "append")
@@ -328,6 +330,7 @@ class ReplicaManager:
         """
         tp = (topic, partition)
         self.follower_logs.pop(tp, None)
+        self.follower_epochs.pop(tp, None)
         part = self._partitions.get(tp)
         if part is not None:
             if leader_epoch != part.leader_epoch:
@@ -373,6 +376,7 @@ class ReplicaManager:
         self._partitions.pop((topic, partition), None)
         if delete:
             self.follower_logs.pop((topic, partition), None)
+            self.follower_epochs.pop((topic, partition), None)
         self.produce_purgatory.check_and_complete((topic, partition))
         self.fetch_purgatory.check_and_complete((topic, partition))
         if delete:
@@ -585,6 +589,13 @@ class ReplicaManager:
         followed = self.follower_logs.get(req.tp) if follower_reads and req.tp not in self._partitions else None
         if followed is not None:
             lg = followed
+            epoch = self.follower_epochs.get(req.tp, -1)
+            if 0 <= req.current_leader_epoch < epoch:
+                raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH, f"{req.topic}-{req.partition}: leader epoch "
+                                 f"{req.current_leader_epoch} is older than the current {epoch}")
+            if req.current_leader_epoch > epoch:
+                raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH, f"{req.topic}-{req.partition}: leader epoch "
+                                 f"{req.current_leader_epoch} is newer than the current {epoch}")
         else:
             part = self.partition_or_error(req.topic, req.partition)
             part.check_leader_epoch(req.current_leader_epoch)

@@ -26,6 +26,7 @@ from kafka.admin import NewTopic
 from kazoo.client import KazooClient
 
 from sofakafka.client.connection import BrokerConnection
+from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.messages.fetch import FetchRequest, FetchResponse
 from sofakafka.protocol.messages.produce import ProduceRequest, ProduceResponse
 from sofakafka.protocol.records import RecordBatchBuilder
@@ -385,11 +386,13 @@ def test_a_former_leader_truncates_records_only_it_had_by_leader_epoch(make_clus
     assert {off: found[(0, off)] for off in acked} == acked
 
 
-def _fetch_v11(broker: BrokerProcess, topic: str, rack: str) -> FetchResponse.FetchableTopicResponse.FetchablePartitionResponse:
+def _fetch_v11(broker: BrokerProcess, topic: str, rack: str, current_leader_epoch: int = -1
+               ) -> FetchResponse.FetchableTopicResponse.FetchablePartitionResponse:
     request = FetchRequest(replica_id=-1, max_wait=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
                            session_id=0, epoch=-1, rack_id=rack, topics=[FetchRequest.FetchableTopic(
                                name=topic, fetch_partitions=[FetchRequest.FetchableTopic.FetchPartition(
-                                   partition_index=0, fetch_offset=0, max_bytes=1 << 20)])])
+                                   partition_index=0, fetch_offset=0, max_bytes=1 << 20,
+                                   current_leader_epoch=current_leader_epoch)])])
     with BrokerConnection(broker.host, broker.port, timeout_s=30) as conn:
         response = conn.send(request, 11)
     assert isinstance(response, FetchResponse)
@@ -419,6 +422,9 @@ def test_a_consumer_naming_its_rack_is_sent_to_the_replica_in_that_rack(make_clu
                      lambda: _fetch_v11(cluster.brokers[follower], topic, f"rack-{follower}").high_watermark == 20)
     served = _fetch_v11(cluster.brokers[follower], topic, f"rack-{follower}")
     assert served.error_code == 0 and b"rack-record-19" in bytes(served.records or b"")
+    # KIP-320 holds on the follower too: an epoch it has not seen yet is not served.
+    ahead = _fetch_v11(cluster.brokers[follower], topic, f"rack-{follower}", current_leader_epoch=7)
+    assert ahead.error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
 
     consumer = CKConsumer({"bootstrap.servers": cluster.bootstrap, "group.id": "racks", "client.rack": f"rack-{follower}",
                            "auto.offset.reset": "earliest", "enable.auto.commit": False})
