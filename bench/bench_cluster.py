@@ -9,6 +9,7 @@ The cluster is started in a temporary directory on free ports and stopped (and d
 Ctrl-C. Run from the repository root::
 
     PYTHONPATH=. .venv/bin/python bench/bench_cluster.py [--messages 200000] [--partitions 6] [--linger-ms 5]
+    PYTHONPATH=. .venv/bin/python bench/bench_cluster.py --rate 10000 --messages 100000   # latency, paced
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ def _free(port: int) -> bool:
 
 def free_ports() -> tuple[int, int]:
     for _ in range(200):
-        base = random.randrange(30000, 45000)
+        # Below Linux's ephemeral range (32768+), where client sockets could take a port between the check
+        # and the bind.
+        base = random.randrange(20000, 32768 - 200 - BROKERS)
         ports = [base + i for i in range(BROKERS)] + [base + cl.INTERNAL_PORT_OFFSET + i for i in range(BROKERS)]
         if all(_free(p) for p in [*ports, base + 200]):
             return base, base + 200
@@ -86,8 +89,16 @@ def run(args: argparse.Namespace, bootstrap: str) -> dict[str, object]:
     began = time.perf_counter()
     sent = 0
     deadline = began + args.max_seconds
+    interval = 1.0 / args.rate if args.rate else 0.0
     while sent < args.messages and time.perf_counter() < deadline:
         start = time.perf_counter()
+        if interval:
+            # Paced: record n is due at began + n * interval; never ahead of schedule, so the latency
+            # measured is the cluster's, not the wait behind a backlog in librdkafka's queue.
+            due = began + sent * interval
+            if start < due:
+                producer.poll(min(due - start, 0.01))
+                continue
         try:
             producer.produce(topic, value, on_delivery=lambda e, m, s=start: delivered(e, m, s))
             sent += 1
@@ -104,6 +115,7 @@ def run(args: argparse.Namespace, bootstrap: str) -> dict[str, object]:
         "brokers": BROKERS, "partitions": args.partitions, "replication_factor": 3, "min_insync_replicas": 2,
         "leaders": leaders, "record_bytes": args.record_bytes, "linger_ms": args.linger_ms,
         "batch_bytes": args.batch_bytes, "idempotence": args.idempotence,
+        "rate_limit": args.rate or None,
         "sent": sent, "acknowledged": done, "failed": len(failures), "unflushed": remaining,
         "first_failures": failures[:3],
         "seconds": round(elapsed, 2),
@@ -127,6 +139,8 @@ def main() -> None:
     parser.add_argument("--linger-ms", type=int, default=5)
     parser.add_argument("--batch-bytes", type=int, default=1_000_000)
     parser.add_argument("--idempotence", action="store_true")
+    parser.add_argument("--rate", type=int, default=0,
+                        help="records per second (0: as fast as the producer's queue allows)")
     args = parser.parse_args()
     directory = Path(tempfile.mkdtemp(prefix="bench-cluster-"))
     base, zk = free_ports()

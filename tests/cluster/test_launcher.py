@@ -41,7 +41,9 @@ def free_port_block() -> tuple[int, int]:
     """A base port whose EXTERNAL and INTERNAL blocks are free, and a free ZooKeeper port."""
     rng = random.Random()
     for _ in range(200):
-        base = rng.randrange(30000, 45000)
+        # Below Linux's ephemeral range (32768+), where client sockets could take a port between the check
+        # and the bind.
+        base = rng.randrange(20000, 32768 - 200 - BROKERS)
         ports = [base + i for i in range(BROKERS)] + [base + cl.INTERNAL_PORT_OFFSET + i for i in range(BROKERS)]
         zk = base + 200
         if all(_free(p) for p in [*ports, zk]):
