@@ -765,30 +765,13 @@ class KafkaClient:
 
         def attempt() -> FetchResult:
             conn = self.connection(self.leader_for(topic, partition))
-            version = self.version(conn, ApiKey.FETCH)
-            request = FetchRequest(
-                replica_id=CONSUMER_REPLICA_ID,
-                max_wait=max_wait_ms,
-                min_bytes=min_bytes,
-                max_bytes=max_bytes,
-                topics=[FetchRequest.FetchableTopic(
-                    name=topic,
-                    fetch_partitions=[FetchRequest.FetchableTopic.FetchPartition(
-                        partition_index=partition, fetch_offset=offset, max_bytes=max_bytes)])],
-            )
-            if version >= 4:
-                request.isolation_level = isolation_level
-            response = conn.send(request, version, timeout_s=max_wait_ms / 1000 + self.request_timeout_s)
-            assert isinstance(response, FetchResponse)
-            if response.error_code != ErrorCode.NONE:
-                raise KafkaError(ErrorCode.for_code(response.error_code), "fetch failed")
-            p = response.topics[0].partitions[0]
-            code = ErrorCode.for_code(p.error_code)
-            if code != ErrorCode.NONE:
-                raise KafkaError(code, f"fetch from {topic}-{partition} at offset {offset}: {code.name}")
-            records, next_offset = _decode_fetched(p.records or b"", offset)
-            return FetchResult(topic, partition, p.high_watermark, p.last_stable_offset, p.log_start_offset,
-                               records, next_offset)
+            response = self._send_fetch(conn, topic, {partition: offset}, max_wait_ms=max_wait_ms,
+                                        min_bytes=min_bytes, max_bytes=max_bytes, partition_max_bytes=max_bytes,
+                                        isolation_level=isolation_level)
+            result = _fetch_result(topic, response.topics[0].partitions[0], offset)
+            if isinstance(result, KafkaError):
+                raise result
+            return result
 
         return self._retry(self._deadline(), attempt, "Fetch")
 
@@ -814,38 +797,40 @@ class KafkaClient:
         out: dict[int, FetchResult | KafkaError] = {}
         for leader, parts in by_leader.items():
             conn = self.connection(leader)
-            version = self.version(conn, ApiKey.FETCH)
-            request = FetchRequest(
-                replica_id=CONSUMER_REPLICA_ID,
-                max_wait=max_wait_ms,
-                min_bytes=min_bytes,
-                max_bytes=max_bytes,
-                topics=[FetchRequest.FetchableTopic(
-                    name=topic,
-                    fetch_partitions=[FetchRequest.FetchableTopic.FetchPartition(
-                        partition_index=p, fetch_offset=offsets[p], max_bytes=partition_max_bytes) for p in parts])],
-            )
-            if version >= 4:
-                request.isolation_level = isolation_level
-            response = conn.send(request, version, timeout_s=max_wait_ms / 1000 + self.request_timeout_s)
-            assert isinstance(response, FetchResponse)
-            if response.error_code != ErrorCode.NONE:
-                raise KafkaError(ErrorCode.for_code(response.error_code), "fetch failed")
+            response = self._send_fetch(conn, topic, {p: offsets[p] for p in parts}, max_wait_ms=max_wait_ms,
+                                        min_bytes=min_bytes, max_bytes=max_bytes,
+                                        partition_max_bytes=partition_max_bytes, isolation_level=isolation_level)
             for t in response.topics:
                 for r in t.partitions:
-                    code = ErrorCode.for_code(r.error_code)
-                    start = offsets[r.partition_index]
-                    if code != ErrorCode.NONE:
-                        out[r.partition_index] = KafkaError(
-                            code, f"fetch from {topic}-{r.partition_index} at offset {start}: {code.name}")
-                        continue
-                    records, next_offset = _decode_fetched(r.records or b"", start)
-                    out[r.partition_index] = FetchResult(topic, r.partition_index, r.high_watermark,
-                                                         r.last_stable_offset, r.log_start_offset, records,
-                                                         next_offset)
+                    out[r.partition_index] = _fetch_result(topic, r, offsets[r.partition_index])
         if any(isinstance(r, KafkaError) and r.code in _REROUTE for r in out.values()):
             self.metadata([topic])
         return out
+
+    def _send_fetch(self, conn: BrokerConnection, topic: str, offsets: Mapping[int, int], *, max_wait_ms: int,
+                    min_bytes: int, max_bytes: int, partition_max_bytes: int,
+                    isolation_level: int) -> FetchResponse:
+        """One consumer Fetch of ``topic``'s partitions at ``offsets``; a request-level error raises, partition
+        errors are left in the response for the caller (one partition's failure is not the others')."""
+        version = self.version(conn, ApiKey.FETCH)
+        request = FetchRequest(
+            replica_id=CONSUMER_REPLICA_ID,
+            max_wait=max_wait_ms,
+            min_bytes=min_bytes,
+            max_bytes=max_bytes,
+            topics=[FetchRequest.FetchableTopic(
+                name=topic,
+                fetch_partitions=[FetchRequest.FetchableTopic.FetchPartition(
+                    partition_index=p, fetch_offset=offset, max_bytes=partition_max_bytes)
+                    for p, offset in offsets.items()])],
+        )
+        if version >= 4:
+            request.isolation_level = isolation_level
+        response = conn.send(request, version, timeout_s=max_wait_ms / 1000 + self.request_timeout_s)
+        assert isinstance(response, FetchResponse)
+        if response.error_code != ErrorCode.NONE:
+            raise KafkaError(ErrorCode.for_code(response.error_code), "fetch failed")
+        return response
 
     # -- offsets -------------------------------------------------------------------------------------
 
@@ -935,6 +920,16 @@ def _encode_records(records: Sequence[Record], produce_version: int, compression
     legacy = [Record(i, (r.timestamp if r.timestamp >= 0 else now) if magic == MAGIC_V1 else -1, r.key, r.value)
               for i, r in enumerate(records)]
     return build_message_set(legacy, magic=magic, compression=compression)
+
+
+def _fetch_result(topic: str, p: FetchResponse.FetchableTopicResponse.FetchablePartitionResponse,
+                  fetch_offset: int) -> FetchResult | KafkaError:
+    code = ErrorCode.for_code(p.error_code)
+    if code != ErrorCode.NONE:
+        return KafkaError(code, f"fetch from {topic}-{p.partition_index} at offset {fetch_offset}: {code.name}")
+    records, next_offset = _decode_fetched(p.records or b"", fetch_offset)
+    return FetchResult(topic, p.partition_index, p.high_watermark, p.last_stable_offset, p.log_start_offset,
+                       records, next_offset)
 
 
 def _decode_fetched(data: Buffer, fetch_offset: int) -> tuple[list[Record], int]:
