@@ -28,6 +28,7 @@ import struct
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from sofakafka.storage.errors import CorruptIndexError, InvalidOffsetError
 
@@ -47,8 +48,12 @@ class TimestampOffset:
     offset: int
 
 
-class _MappedIndex:
-    """A file of fixed-size entries, mapped into memory; subclasses give the entry layout."""
+_E = TypeVar("_E", OffsetPosition, TimestampOffset)
+
+
+class _MappedIndex(Generic[_E]):
+    """A file of fixed-size entries, mapped into memory; subclasses give the entry layout and which of its
+    fields the entries are sorted by."""
 
     ENTRY_SIZE = 0
 
@@ -248,8 +253,40 @@ class _MappedIndex:
                 return b""
             return bytes(self._mmap[: self._entries * self.ENTRY_SIZE])
 
+    def _entry_locked(self, n: int) -> _E:
+        raise NotImplementedError
 
-class OffsetIndex(_MappedIndex):
+    def _sort_key(self, entry: _E) -> int:
+        raise NotImplementedError
+
+    def entry(self, n: int) -> _E:
+        with self._lock:
+            self._ensure_open()
+            if not 0 <= n < self._entries:
+                raise IndexError(f"entry {n} out of range in {self.path} with {self._entries} entries")
+            return self._entry_locked(n)
+
+    def _floor_slot(self, target: int) -> int:
+        """Slot of the last entry whose sort key is <= target, or -1."""
+        lo, hi = 0, self._entries - 1
+        if hi < 0 or self._sort_key(self._entry_locked(0)) > target:
+            return -1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self._sort_key(self._entry_locked(mid)) <= target:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def _floor_entry(self, target: int, default: _E) -> _E:
+        with self._lock:
+            self._ensure_open()
+            slot = self._floor_slot(target)
+            return default if slot < 0 else self._entry_locked(slot)
+
+
+class OffsetIndex(_MappedIndex[OffsetPosition]):
     """Relative offset -> log file position, for finding where to start scanning for an offset."""
 
     ENTRY_SIZE = 8
@@ -267,12 +304,8 @@ class OffsetIndex(_MappedIndex):
         rel, pos = self._FMT.unpack_from(self._mmap, n * 8)
         return OffsetPosition(self.base_offset + rel, pos)
 
-    def entry(self, n: int) -> OffsetPosition:
-        with self._lock:
-            self._ensure_open()
-            if not 0 <= n < self._entries:
-                raise IndexError(f"entry {n} out of range in {self.path} with {self._entries} entries")
-            return self._entry_locked(n)
+    def _sort_key(self, entry: OffsetPosition) -> int:
+        return entry.offset
 
     @property
     def last_offset(self) -> int:
@@ -315,25 +348,9 @@ class OffsetIndex(_MappedIndex):
             self._last_offset = offset
             return True
 
-    def _floor_slot(self, target: int) -> int:
-        """Slot of the largest entry with offset <= target, or -1."""
-        lo, hi = 0, self._entries - 1
-        if hi < 0 or self._entry_locked(0).offset > target:
-            return -1
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if self._entry_locked(mid).offset <= target:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
-
     def lookup(self, target_offset: int) -> OffsetPosition:
         """Largest indexed offset <= target with its position, or (base offset, 0) when none is."""
-        with self._lock:
-            self._ensure_open()
-            slot = self._floor_slot(target_offset)
-            return OffsetPosition(self.base_offset, 0) if slot < 0 else self._entry_locked(slot)
+        return self._floor_entry(target_offset, OffsetPosition(self.base_offset, 0))
 
     def truncate_to(self, offset: int) -> None:
         """Remove entries for offsets >= ``offset``."""
@@ -366,7 +383,7 @@ class OffsetIndex(_MappedIndex):
                 raise CorruptIndexError(self.path, f"last entry points at {prev_pos}, beyond log size {log_size}")
 
 
-class TimeIndex(_MappedIndex):
+class TimeIndex(_MappedIndex[TimestampOffset]):
     """Timestamp -> relative offset, for ListOffsets by time. Timestamps and offsets never decrease."""
 
     ENTRY_SIZE = 12
@@ -384,12 +401,8 @@ class TimeIndex(_MappedIndex):
         ts, rel = self._FMT.unpack_from(self._mmap, n * 12)
         return TimestampOffset(ts, self.base_offset + rel)
 
-    def entry(self, n: int) -> TimestampOffset:
-        with self._lock:
-            self._ensure_open()
-            if not 0 <= n < self._entries:
-                raise IndexError(f"entry {n} out of range in {self.path} with {self._entries} entries")
-            return self._entry_locked(n)
+    def _sort_key(self, entry: TimestampOffset) -> int:
+        return entry.timestamp
 
     @property
     def last_entry(self) -> TimestampOffset:
@@ -437,24 +450,9 @@ class TimeIndex(_MappedIndex):
         self.maybe_append(timestamp, offset)
         return True
 
-    def _floor_slot(self, target_ts: int) -> int:
-        lo, hi = 0, self._entries - 1
-        if hi < 0 or self._entry_locked(0).timestamp > target_ts:
-            return -1
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if self._entry_locked(mid).timestamp <= target_ts:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
-
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """Largest entry with timestamp <= target, or (-1, base offset): where to start looking."""
-        with self._lock:
-            self._ensure_open()
-            slot = self._floor_slot(target_timestamp)
-            return TimestampOffset(-1, self.base_offset) if slot < 0 else self._entry_locked(slot)
+        return self._floor_entry(target_timestamp, TimestampOffset(-1, self.base_offset))
 
     def truncate_to(self, offset: int) -> None:
         """Remove entries pointing at offsets >= ``offset``."""
