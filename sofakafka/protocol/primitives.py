@@ -111,7 +111,8 @@ def write_float64(out: bytearray, value: float) -> None:
 # --- varints ----------------------------------------------------------------------------------------
 
 
-def _read_base128(buf: Buffer, pos: int, max_bytes: int, what: str) -> tuple[int, int]:
+def read_base128(buf: Buffer, pos: int, max_bytes: int, what: str) -> tuple[int, int]:
+    """The raw base-128 value at ``pos`` (no zig-zag, no range check); shared with the v2 record walk."""
     n = len(buf)
     result = 0
     shift = 0
@@ -135,7 +136,7 @@ def read_unsigned_varint(buf: Buffer, pos: int) -> tuple[int, int]:
         raise DecodeError(f"truncated unsigned varint at byte {pos}") from None
     if b < 0x80 and pos >= 0:
         return b, pos + 1
-    value, end = _read_base128(buf, pos, 5, "unsigned varint")
+    value, end = read_base128(buf, pos, 5, "unsigned varint")
     if value > 0xFFFFFFFF:
         raise DecodeError(f"unsigned varint at byte {pos} exceeds 32 bits")
     return value, end
@@ -143,7 +144,7 @@ def read_unsigned_varint(buf: Buffer, pos: int) -> tuple[int, int]:
 
 def read_varint(buf: Buffer, pos: int) -> tuple[int, int]:
     """A zig-zag signed 32-bit varint."""
-    u, end = _read_base128(buf, pos, 5, "varint")
+    u, end = read_base128(buf, pos, 5, "varint")
     if u > 0xFFFFFFFF:
         raise DecodeError(f"varint at byte {pos} exceeds 32 bits")
     return (u >> 1) ^ -(u & 1), end
@@ -151,13 +152,14 @@ def read_varint(buf: Buffer, pos: int) -> tuple[int, int]:
 
 def read_varlong(buf: Buffer, pos: int) -> tuple[int, int]:
     """A zig-zag signed 64-bit varint."""
-    u, end = _read_base128(buf, pos, 10, "varlong")
+    u, end = read_base128(buf, pos, 10, "varlong")
     if u > 0xFFFFFFFFFFFFFFFF:
         raise DecodeError(f"varlong at byte {pos} exceeds 64 bits")
     return (u >> 1) ^ -(u & 1), end
 
 
-def _base128(u: int) -> bytes:
+def encode_base128(u: int) -> bytes:
+    """``u`` (not negative) in base 128, least significant group first; shared with the v2 record writer."""
     if u < 0x80:
         return bytes((u,))
     out = bytearray()
@@ -177,19 +179,19 @@ def encode_unsigned_varint(value: int) -> bytes:
         return _UVARINT_CACHE[value]
     if not 0 <= value <= 0xFFFFFFFF:
         raise EncodeError(f"{value!r} does not fit an unsigned varint")
-    return _base128(value)
+    return encode_base128(value)
 
 
 def encode_varint(value: int) -> bytes:
     if not -0x80000000 <= value <= 0x7FFFFFFF:
         raise EncodeError(f"{value!r} does not fit a varint")
-    return _base128(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
+    return encode_base128(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
 
 
 def encode_varlong(value: int) -> bytes:
     if not -0x8000000000000000 <= value <= 0x7FFFFFFFFFFFFFFF:
         raise EncodeError(f"{value!r} does not fit a varlong")
-    return _base128(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
+    return encode_base128(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
 
 
 def write_unsigned_varint(out: bytearray, value: int) -> None:
