@@ -1,12 +1,14 @@
 """Zig-zag varints as used inside v2 records (FORMATS.md §3.1, §6).
 
-Kept local to the records package so the hot record walk does not pay for a generic primitive-type layer.
+Kept apart from the generic primitive-type layer, with a one-byte fast path, because the record walk calls
+them per field; the base-128 loops underneath are the ones the request/response layer uses.
 Decoders take ``(buf, pos)`` and return ``(value, new_pos)`` so a caller can walk a buffer without slicing.
 """
 
 from __future__ import annotations
 
 from sofakafka.protocol.errors import DecodeError
+from sofakafka.protocol.primitives import encode_base128, read_base128
 from sofakafka.protocol.records.buffer import Buffer
 
 _INT32_MIN = -(1 << 31)
@@ -19,41 +21,14 @@ def encode_varint(value: int) -> bytes:
     """Zig-zag encode a signed 32-bit value."""
     if not _INT32_MIN <= value <= _INT32_MAX:
         raise ValueError(f"varint out of int32 range: {value}")
-    return _encode_unsigned((value << 1) ^ (value >> 31))
+    return encode_base128((value << 1) ^ (value >> 31))
 
 
 def encode_varlong(value: int) -> bytes:
     """Zig-zag encode a signed 64-bit value (record timestampDelta uses this form)."""
     if not _INT64_MIN <= value <= _INT64_MAX:
         raise ValueError(f"varlong out of int64 range: {value}")
-    return _encode_unsigned((value << 1) ^ (value >> 63))
-
-
-def _encode_unsigned(u: int) -> bytes:
-    if u < 0x80:
-        return bytes((u,))
-    out = bytearray()
-    while u >= 0x80:
-        out.append((u & 0x7F) | 0x80)
-        u >>= 7
-    out.append(u)
-    return bytes(out)
-
-
-def _decode_unsigned(buf: Buffer, pos: int, max_bytes: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    end = len(buf)
-    for _ in range(max_bytes):
-        if pos >= end:
-            raise DecodeError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-    raise DecodeError(f"varint longer than {max_bytes} bytes")
+    return encode_base128((value << 1) ^ (value >> 63))
 
 
 def decode_varint(buf: Buffer, pos: int) -> tuple[int, int]:
@@ -62,7 +37,7 @@ def decode_varint(buf: Buffer, pos: int) -> tuple[int, int]:
     if 0 <= b < 0x80:
         # One-byte fast path: most deltas and short lengths.
         return (b >> 1) ^ -(b & 1), pos + 1
-    u, pos = _decode_unsigned(buf, pos, 5)
+    u, pos = read_base128(buf, pos, 5, "varint")
     if u > 0xFFFFFFFF:
         raise DecodeError("varint overflows int32")
     return (u >> 1) ^ -(u & 1), pos
@@ -70,7 +45,7 @@ def decode_varint(buf: Buffer, pos: int) -> tuple[int, int]:
 
 def decode_varlong(buf: Buffer, pos: int) -> tuple[int, int]:
     """Decode a zig-zag int64 (at most 10 bytes)."""
-    u, pos = _decode_unsigned(buf, pos, 10)
+    u, pos = read_base128(buf, pos, 10, "varlong")
     if u > 0xFFFFFFFFFFFFFFFF:
         raise DecodeError("varlong overflows int64")
     return (u >> 1) ^ -(u & 1), pos
