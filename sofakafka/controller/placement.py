@@ -29,7 +29,7 @@ INVALID_PARTITIONS / INVALID_REPLICATION_FACTOR, the codes CreateTopics answers 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from sofakafka.protocol.errors import ErrorCode, KafkaError
@@ -92,19 +92,27 @@ def _rack_unaware(
     rng: random.Random,
 ) -> dict[int, list[int]]:
     n = len(broker_ids)
-    start_index = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
-    shift = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
-    partition = max(0, start_partition_id)
     result: dict[int, list[int]] = {}
-    for _ in range(num_partitions):
-        if partition > 0 and partition % n == 0:
-            shift += 1
-        first = (partition + start_index) % n
+    for partition, first, shift in _leader_walk(n, num_partitions, fixed_start_index, start_partition_id, rng):
         replicas = [broker_ids[first]]
         replicas += [broker_ids[_follower_index(first, shift, j, n)] for j in range(replication_factor - 1)]
         result[partition] = replicas
-        partition += 1
     return result
+
+
+def _leader_walk(
+    n: int, num_partitions: int, fixed_start_index: int, start_partition_id: int, rng: random.Random
+) -> Iterator[tuple[int, int, int]]:
+    """(partition, index of its leader in the broker list, follower shift) for each partition to place,
+    the walk both placements share (the start and the first shift drawn in that order, as Kafka does)."""
+    start_index = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
+    shift = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
+    partition = max(0, start_partition_id)
+    for _ in range(num_partitions):
+        if partition > 0 and partition % n == 0:
+            shift += 1
+        yield partition, (partition + start_index) % n, shift
+        partition += 1
 
 
 def rack_alternated_broker_list(broker_racks: Mapping[int, str]) -> list[int]:
@@ -135,14 +143,8 @@ def _rack_aware(
     num_racks = len(set(broker_racks.values()))
     arranged = rack_alternated_broker_list(broker_racks)
     n = len(arranged)
-    start_index = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
-    shift = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
-    partition = max(0, start_partition_id)
     result: dict[int, list[int]] = {}
-    for _ in range(num_partitions):
-        if partition > 0 and partition % n == 0:
-            shift += 1
-        first = (partition + start_index) % n
+    for partition, first, shift in _leader_walk(n, num_partitions, fixed_start_index, start_partition_id, rng):
         leader = arranged[first]
         replicas = [leader]
         racks_used = {broker_racks[leader]}
@@ -162,5 +164,4 @@ def _rack_aware(
                     brokers_used.add(broker)
                     break
         result[partition] = replicas
-        partition += 1
     return result
