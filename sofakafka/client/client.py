@@ -517,9 +517,7 @@ class KafkaClient:
             assert isinstance(response, CreateTopicsResponse)
             results = {}
             for r in response.topics:
-                code = ErrorCode.for_code(r.error_code)
-                if code == ErrorCode.NOT_CONTROLLER:
-                    raise KafkaError(code, r.error_message)
+                code = _unless_not_controller(r.error_code, r.error_message)
                 configs = None if r.configs is None else tuple(
                     TopicConfigEntry(c.name, c.value, c.read_only, c.config_source, c.is_sensitive)
                     for c in r.configs)
@@ -537,9 +535,7 @@ class KafkaClient:
             assert isinstance(response, DeleteTopicsResponse)
             results = {}
             for r in response.responses:
-                code = ErrorCode.for_code(r.error_code)
-                if code == ErrorCode.NOT_CONTROLLER:
-                    raise KafkaError(code)
+                code = _unless_not_controller(r.error_code)
                 results[r.name] = ItemResult(r.name, code)
             return results
 
@@ -572,9 +568,7 @@ class KafkaClient:
             assert isinstance(response, CreatePartitionsResponse)
             results = {}
             for r in response.results:
-                code = ErrorCode.for_code(r.error_code)
-                if code == ErrorCode.NOT_CONTROLLER:
-                    raise KafkaError(code, r.error_message)
+                code = _unless_not_controller(r.error_code, r.error_message)
                 results[r.name] = ItemResult(r.name, code, r.error_message)
             return results
 
@@ -920,6 +914,15 @@ def _encode_records(records: Sequence[Record], produce_version: int, compression
     legacy = [Record(i, (r.timestamp if r.timestamp >= 0 else now) if magic == MAGIC_V1 else -1, r.key, r.value)
               for i, r in enumerate(records)]
     return build_message_set(legacy, magic=magic, compression=compression)
+
+
+def _unless_not_controller(error_code: int, message: str | None = None) -> ErrorCode:
+    """A controller request's per-item code; NOT_CONTROLLER raises so the retry loop finds the new
+    controller and sends the whole request again."""
+    code = ErrorCode.for_code(error_code)
+    if code == ErrorCode.NOT_CONTROLLER:
+        raise KafkaError(code, message)
+    return code
 
 
 def _fetch_result(topic: str, p: FetchResponse.FetchableTopicResponse.FetchablePartitionResponse,
