@@ -872,13 +872,6 @@ class EmbeddedMetadataStore(MetadataStore):
             exc.op_index = None
             raise
 
-    def add_listener(self, listener: StateListener) -> None:
-        self._listeners.append(listener)
-
-    def remove_listener(self, listener: StateListener) -> None:
-        with contextlib.suppress(ValueError):
-            self._listeners.remove(listener)
-
     def sync(self, timeout: float | None = None) -> None:
         events = self._server._events
         if events is not None:

@@ -28,6 +28,7 @@ A backend may hold nodes of its own (ZooKeeper's ``/zookeeper``), so nobody shou
 
 from __future__ import annotations
 
+import contextlib
 import enum
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -256,12 +257,16 @@ class MetadataStore(ABC):
     def multi(self, ops: Sequence[Op]) -> list[OpResult]:
         """Commit every operation or none; raises the first failure's error with ``op_index`` set."""
 
-    @abstractmethod
+    _listeners: list[StateListener]
+    """Set by each backend's ``__init__``; the backend delivers session states to these on its event thread."""
+
     def add_listener(self, listener: StateListener) -> None:
         """Call ``listener`` on the event thread whenever the session state changes."""
+        self._listeners.append(listener)
 
-    @abstractmethod
-    def remove_listener(self, listener: StateListener) -> None: ...
+    def remove_listener(self, listener: StateListener) -> None:
+        with contextlib.suppress(ValueError):
+            self._listeners.remove(listener)
 
     @abstractmethod
     def sync(self, timeout: float | None = None) -> None:

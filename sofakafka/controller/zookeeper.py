@@ -569,13 +569,6 @@ class ZooKeeperMetadataStore(MetadataStore):
                 converted.append(None)
         return converted
 
-    def add_listener(self, listener: StateListener) -> None:
-        self._listeners.append(listener)
-
-    def remove_listener(self, listener: StateListener) -> None:
-        with contextlib.suppress(ValueError):
-            self._listeners.remove(listener)
-
     def sync(self, timeout: float | None = None) -> None:
         if threading.current_thread() is self._events._thread or self._closed:
             return  # close() delivered everything before returning
