@@ -9,11 +9,9 @@ ISR. Partition state is read from the znodes with kazoo, as an operator's toolin
 
 from __future__ import annotations
 
-import gc
 import json
 import threading
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +28,7 @@ from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.messages.fetch import FetchRequest, FetchResponse
 from sofakafka.protocol.messages.produce import ProduceRequest, ProduceResponse
 from sofakafka.protocol.records import RecordBatchBuilder
-from tests.cluster.conftest import ZooKeeperServer
+from tests.cluster.conftest import ZooKeeperServer, forget_dead_broker_sockets
 from tests.integration.conftest import BrokerProcess
 
 WAIT_S = 60.0
@@ -139,26 +137,12 @@ def make_cluster(zk_broker_factory: Callable[..., BrokerProcess], zookeeper: Zoo
         for zk in clients:
             zk.stop()
             zk.close()
-        _forget_dead_broker_sockets()
+        forget_dead_broker_sockets()
 
 
 @pytest.fixture
 def cluster(make_cluster: Callable[..., Cluster]) -> Cluster:
     return make_cluster()
-
-
-def _forget_dead_broker_sockets() -> None:
-    """kafka-python leaves the socket of a refused reconnect to a killed broker for the garbage collector (its
-    bug, not the broker's); collect them here, where that is expected, instead of failing a later test."""
-    deadline = time.monotonic() + 10
-    for thread in threading.enumerate():
-        # A closed client's network thread may still hold such a socket until it has exited.
-        if thread is not threading.current_thread() and "kafka-python" in thread.name:
-            thread.join(max(0.0, deadline - time.monotonic()))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        for _ in range(3):
-            gc.collect()
 
 
 def _produce_acks_1(broker: BrokerProcess, topic: str, values: list[bytes]) -> None:

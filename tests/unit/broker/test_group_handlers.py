@@ -247,6 +247,11 @@ def test_restarts_rebuild_the_groups_from_the_log(tmp_path: Path) -> None:
         assert set(commit(c, "reloaded", {("durable", 1): 11}).values()) == {0}
     with running_broker(tmp_path, GROUPS) as b, Client(b.port) as c:
         coordinator_ready(c, "reloaded")
+        # FindCoordinator names this broker while its offsets partition may still be loading, as Kafka's does;
+        # a client retries COORDINATOR_LOAD_IN_PROGRESS, and so does this test.
+        wait_until("the offsets partition to load", lambda: c.call(
+            OffsetFetchRequest(group_id="reloaded", topics=None), 7).error_code
+            != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
         assert fetch_offsets(c, "reloaded") == {("durable", 0): (0, "x"), ("durable", 1): (11, ""),
                                                 ("durable", 2): (20, "x")}
 
