@@ -26,6 +26,7 @@ import mmap
 import os
 import struct
 import threading
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -51,7 +52,7 @@ class TimestampOffset:
 _E = TypeVar("_E", OffsetPosition, TimestampOffset)
 
 
-class _MappedIndex(Generic[_E]):
+class _MappedIndex(ABC, Generic[_E]):
     """A file of fixed-size entries, mapped into memory; subclasses give the entry layout and which of its
     fields the entries are sorted by."""
 
@@ -253,11 +254,13 @@ class _MappedIndex(Generic[_E]):
                 return b""
             return bytes(self._mmap[: self._entries * self.ENTRY_SIZE])
 
+    @abstractmethod
     def _entry_locked(self, n: int) -> _E:
-        raise NotImplementedError
+        """Entry ``n`` decoded; the caller holds the lock and has checked the bounds."""
 
+    @abstractmethod
     def _sort_key(self, entry: _E) -> int:
-        raise NotImplementedError
+        """The field entries are ordered by (offset for the offset index, timestamp for the time index)."""
 
     def entry(self, n: int) -> _E:
         with self._lock:
