@@ -28,7 +28,7 @@ import itertools
 import random
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from sofakafka.broker.replica_manager import FetchPartitionRequest, FetchPartitionResult, TopicPartition
@@ -69,9 +69,14 @@ class FetchContext:
     session: FetchSession | None = None
     incremental: bool = False
 
-    def response_partitions(self, results: Sequence[FetchPartitionResult]
+    def response_partitions(self, results: Sequence[FetchPartitionResult],
+                            must_answer: Collection[TopicPartition] = ()
                             ) -> list[tuple[FetchPartitionRequest, FetchPartitionResult]]:
-        """Pair requests with results, updating the session's view; incremental fetches keep only news."""
+        """Pair requests with results, updating the session's view; incremental fetches keep only news.
+
+        ``must_answer``: partitions with something to say that the result does not show (a preferred read
+        replica, KIP-392).
+        """
         pairs = list(zip(self.partitions, results, strict=True))
         if self.session is None:
             return pairs
@@ -92,7 +97,12 @@ class FetchContext:
                 if cached.log_start_offset != result.log_start_offset:
                     cached.log_start_offset = result.log_start_offset
                     changed = True
-            if not self.incremental or changed or result.records or result.error_code != ErrorCode.NONE:
+            else:
+                # Forget the high watermark sent, as Kafka does, so the partition is answered again once the
+                # error clears even if nothing else moved: a follower that rested on the error learns it is over.
+                cached.high_watermark = -1
+            if (not self.incremental or changed or result.records or result.error_code != ErrorCode.NONE
+                    or req.tp in must_answer):
                 out.append((req, result))
                 if self.incremental:
                     # Partitions that just got answered go to the back, so when the response's max_bytes cuts

@@ -3,7 +3,9 @@
 For every partition this broker is a replica of but does not lead, the :class:`ReplicaFetcherManager` keeps its
 log open (``ReplicaManager.follower_logs``) and hands it to the :class:`ReplicaFetcher` of the partition's
 leader: one asyncio task and one connection per source broker, as Kafka's ``num.replica.fetchers=1``, fetching
-all of that leader's partitions in one Fetch request (v11, ``replica_id`` = our broker id, no fetch session).
+all of that leader's partitions in one Fetch request (v11, ``replica_id`` = our broker id) within an incremental
+fetch session (KIP-227, :class:`FetchSessionHandler`): after the first, full, request a quiet partition costs
+nothing on the wire either way, which is what lets one fetcher carry thousands of partitions.
 
 A partition that starts following (new replica, or a new leader or leader epoch) first truncates (KIP-101/279):
 it asks the leader, with OffsetForLeaderEpoch, where the follower's latest epoch ends in the leader's log and
@@ -29,7 +31,7 @@ import contextlib
 import logging
 import struct
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from sofakafka.broker.replica_manager import ReplicaManager, TopicPartition
@@ -63,6 +65,11 @@ _BATCH_LENGTH = struct.Struct(">i")
 # A v2 batch (and a v0/v1 message) starts with an int64 offset and an int32 length of what follows.
 _LOG_OVERHEAD = 12
 
+# Top-level outcomes that only mean "start the session over" (NONE: a response that does not match the
+# session): retry at once with a full fetch rather than resting every partition.
+_SESSION_ERRORS = frozenset({ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+                             ErrorCode.NONE})
+
 # Errors that mean the leader or its epoch moved: wait for the metadata cache to tell us where.
 _METADATA_ERRORS = frozenset({
     ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -84,6 +91,131 @@ def whole_batches(records: bytes | bytearray | memoryview) -> memoryview:
             break
         pos = end
     return view[:pos]
+
+
+# -- fetch sessions (KIP-227), the follower's side ---------------------------------------------------------------
+INVALID_SESSION_ID = 0
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionFetchState:
+    """What one Fetch asks for one partition; a partition whose state equals the session's is left out."""
+
+    fetch_offset: int
+    log_start_offset: int
+    max_bytes: int
+    current_leader_epoch: int
+
+
+@dataclass(frozen=True)
+class FetchRequestData:
+    """One request's worth of a session: ``to_send`` goes in the request, ``forgotten`` in forgotten_topics_data.
+
+    ``session`` is every partition the leader will fetch for it (``to_send`` for a full request), so a response
+    may answer any of them.
+    """
+
+    session_id: int
+    epoch: int
+    to_send: dict[TopicPartition, PartitionFetchState]
+    forgotten: list[TopicPartition]
+    session: dict[TopicPartition, PartitionFetchState]
+
+    @property
+    def full(self) -> bool:
+        return self.epoch in (INITIAL_EPOCH, FINAL_EPOCH)
+
+
+class FetchSessionHandler:
+    """A follower's fetch session with one leader, without I/O: what to send next, and what a response means.
+
+    The first request is full with session id 0 and epoch 0, asking the leader to open a session; while the
+    leader keeps it, each request carries only the partitions whose fetch state changed since the previous one
+    and names those dropped, and the leader answers only partitions with news. Any failure (a session error, a
+    response that does not match the session, a lost connection) falls back to a full request, which also
+    closes the old session on the leader; a leader whose cache is full answers with session id 0, and the
+    follower keeps fetching in full (asking again each time) until a slot frees. Followers rely on this being
+    exact: the leader records every session partition's cached fetch offset as the follower's log end offset,
+    so the session must never hold an offset the follower has moved away from (``build`` compares every field
+    each time, and a failure never leaves a half-applied request behind).
+
+    The counters say how the session went, for logs and tests.
+    """
+
+    def __init__(self) -> None:
+        self.session_id = INVALID_SESSION_ID
+        self.epoch = INITIAL_EPOCH
+        self._session: dict[TopicPartition, PartitionFetchState] = {}
+        self.full_requests = 0
+        self.incremental_requests = 0
+        self.sessions_opened = 0
+        self.empty_incremental_responses = 0
+
+    @property
+    def partitions(self) -> Mapping[TopicPartition, PartitionFetchState]:
+        return self._session
+
+    def build(self, wanted: Mapping[TopicPartition, PartitionFetchState]) -> FetchRequestData:
+        """The request fetching exactly ``wanted``; the session then holds ``wanted`` as sent."""
+        if self.epoch == INITIAL_EPOCH:
+            self._session = dict(wanted)
+            self.full_requests += 1
+            return FetchRequestData(self.session_id, self.epoch, dict(wanted), [], dict(wanted))
+        to_send = {tp: state for tp, state in wanted.items() if self._session.get(tp) != state}
+        forgotten = [tp for tp in self._session if tp not in wanted]
+        self._session = dict(wanted)
+        self.incremental_requests += 1
+        return FetchRequestData(self.session_id, self.epoch, to_send, forgotten, dict(wanted))
+
+    def handle_response(self, sent: FetchRequestData, error: int, session_id: int,
+                        answered: Collection[TopicPartition]) -> bool:
+        """Moves the session on; False when the response's partitions must not be used (the next is full)."""
+        if error != ErrorCode.NONE:
+            log.info("fetch session %d (epoch %d) refused with %s; the next fetch is full", sent.session_id,
+                     sent.epoch, ErrorCode(error).name)
+            if error == ErrorCode.FETCH_SESSION_ID_NOT_FOUND:
+                self._reset(INVALID_SESSION_ID)
+            else:
+                self._reset(sent.session_id)
+            return False
+        extra = [tp for tp in answered if tp not in sent.session]
+        if sent.full:
+            missing = [tp for tp in sent.to_send if tp not in set(answered)]
+            if extra or missing:
+                log.info("full fetch response with partitions not asked for %s or missing %s", extra, missing)
+                self._reset(INVALID_SESSION_ID)
+                return False
+            if session_id == INVALID_SESSION_ID:
+                self._reset(INVALID_SESSION_ID)  # no session (a full cache, or sessions off): full again
+            else:
+                self.sessions_opened += 1
+                self.session_id = session_id
+                self.epoch = INITIAL_EPOCH + 1
+            return True
+        if extra:
+            log.info("incremental fetch response of session %d with partitions not in it: %s", sent.session_id,
+                     extra)
+            self._reset(sent.session_id)
+            return False
+        if session_id == INVALID_SESSION_ID:
+            self._reset(INVALID_SESSION_ID)  # the leader closed the session
+        else:
+            self.epoch = self.epoch + 1 if self.epoch < 0x7FFFFFFF else 1
+            if not answered:
+                self.empty_incremental_responses += 1
+        return True
+
+    def handle_error(self) -> None:
+        """The request may or may not have reached the leader: start over, closing the session there."""
+        self._reset(self.session_id)
+
+    def _reset(self, session_id: int) -> None:
+        # Epoch 0 with the old id asks the leader to close that session and open a new one in the same request.
+        self.session_id = session_id
+        self.epoch = INITIAL_EPOCH
+        self._session = {}
 
 
 class _Connection:
@@ -161,6 +293,7 @@ class ReplicaFetcher:
         self.partitions: dict[TopicPartition, FollowedPartition] = {}
         self._wake = asyncio.Event()
         self._conn: _Connection | None = None
+        self.session = FetchSessionHandler()
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica fetcher {source_broker}")
 
     def add(self, fp: FollowedPartition) -> None:
@@ -321,25 +454,42 @@ class ReplicaFetcher:
     # -- fetch -------------------------------------------------------------------------------------------------------
     async def _fetch(self, partitions: list[FollowedPartition]) -> None:
         s = self._settings
-        by_topic: dict[str, list[FetchRequest.FetchableTopic.FetchPartition]] = {}
+        wanted: dict[TopicPartition, PartitionFetchState] = {}
         offsets: dict[TopicPartition, tuple[FollowedPartition, int]] = {}
         for fp in partitions:
             offset = fp.log.log_end_offset
             offsets[fp.tp] = (fp, offset)
-            by_topic.setdefault(fp.topic, []).append(FetchRequest.FetchableTopic.FetchPartition(
-                partition_index=fp.partition, current_leader_epoch=fp.leader_epoch, fetch_offset=offset,
-                log_start_offset=fp.log.log_start_offset, max_bytes=s.fetch_max_bytes))
+            wanted[fp.tp] = PartitionFetchState(offset, fp.log.log_start_offset, s.fetch_max_bytes, fp.leader_epoch)
+        data = self.session.build(wanted)
+        by_topic: dict[str, list[FetchRequest.FetchableTopic.FetchPartition]] = {}
+        for (topic, partition), state in data.to_send.items():
+            by_topic.setdefault(topic, []).append(FetchRequest.FetchableTopic.FetchPartition(
+                partition_index=partition, current_leader_epoch=state.current_leader_epoch,
+                fetch_offset=state.fetch_offset, log_start_offset=state.log_start_offset, max_bytes=state.max_bytes))
+        forgotten: dict[str, list[int]] = {}
+        for topic, partition in data.forgotten:
+            forgotten.setdefault(topic, []).append(partition)
         request = FetchRequest(
             replica_id=s.broker_id, max_wait=s.fetch_wait_max_ms, min_bytes=s.fetch_min_bytes,
-            max_bytes=s.fetch_response_max_bytes, isolation_level=0, session_id=0, epoch=-1,
-            topics=[FetchRequest.FetchableTopic(name=t, fetch_partitions=ps) for t, ps in by_topic.items()])
-        conn = await self._connection()
-        response = await conn.send(request, FETCH_VERSION, (s.socket_timeout_ms + s.fetch_wait_max_ms) / 1000)
+            max_bytes=s.fetch_response_max_bytes, isolation_level=0, session_id=data.session_id, epoch=data.epoch,
+            topics=[FetchRequest.FetchableTopic(name=t, fetch_partitions=ps) for t, ps in by_topic.items()],
+            forgotten=[FetchRequest.ForgottenTopic(name=t, forgotten_partition_indexes=ps)
+                       for t, ps in forgotten.items()])
+        try:
+            conn = await self._connection()
+            response = await conn.send(request, FETCH_VERSION, (s.socket_timeout_ms + s.fetch_wait_max_ms) / 1000)
+        except BaseException:
+            self.session.handle_error()
+            raise
         assert isinstance(response, FetchResponse)
-        if response.error_code != ErrorCode.NONE:
-            log.info("fetch from broker %d failed with %s", self.source_broker, ErrorCode(response.error_code).name)
-            for fp in partitions:
-                self._rest(fp)
+        answered = [(t.name, p.partition_index) for t in response.topics for p in t.partitions]
+        if not self.session.handle_response(data, response.error_code, response.session_id, answered):
+            if response.error_code not in _SESSION_ERRORS:
+                # Anything else at the top level is the leader's trouble, not the session's: do not hammer it.
+                log.info("fetch from broker %d failed with %s", self.source_broker,
+                         ErrorCode(response.error_code).name)
+                for fp in partitions:
+                    self._rest(fp)
             return
         for t in response.topics:
             for p in t.partitions:

@@ -101,7 +101,8 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> RawRespons
         results = [FetchPartitionResult(r.error_code, r.high_watermark, r.last_stable_offset, r.log_start_offset,
                                         r.aborted, b"") if req.tp in preferred else r
                    for req, r in zip(fetch_ctx.partitions, results, strict=True)]
-    return encode_fetch_response(version, fetch_ctx.session_id, fetch_ctx.response_partitions(results), preferred)
+    return encode_fetch_response(version, fetch_ctx.session_id, fetch_ctx.response_partitions(results, preferred),
+                                 preferred)
 
 
 def _preferred_read_replicas(ctx: RequestContext, request: FetchRequest,

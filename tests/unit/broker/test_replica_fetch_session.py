@@ -1,0 +1,297 @@
+"""The follower's side of KIP-227 fetch sessions, against the leader's real session cache.
+
+The layer below the follower's session handler is the wire and, past it, the leader's ``FetchSessionCache``:
+requests built by the handler are given to the cache as the Fetch handler would, and the cache's answers go back
+to the handler. What must hold is what replication relies on: the leader's view of every session partition's
+fetch offset is the follower's true log end offset (the leader's high watermark and ISR expansion are computed
+from it), no news is ever withheld from the follower, and every failure falls back to a full fetch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sofakafka.broker.fetch_session import FetchContext, FetchSessionCache
+from sofakafka.broker.replica_fetcher import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    INVALID_SESSION_ID,
+    FetchRequestData,
+    FetchSessionHandler,
+    PartitionFetchState,
+)
+from sofakafka.broker.replica_manager import FetchPartitionRequest, FetchPartitionResult, TopicPartition
+from sofakafka.protocol.errors import ErrorCode
+
+MAX_BYTES = 1 << 20
+TPS: list[TopicPartition] = [("t", 0), ("t", 1), ("u", 0), ("u", 7)]
+
+
+def state(offset: int, epoch: int = 3, log_start: int = 0) -> PartitionFetchState:
+    return PartitionFetchState(offset, log_start, MAX_BYTES, epoch)
+
+
+def send(cache: FetchSessionCache, data: FetchRequestData) -> FetchContext:
+    """What the leader's Fetch handler does with the request the follower built."""
+    requested = [FetchPartitionRequest(t, p, s.fetch_offset, s.max_bytes, s.current_leader_epoch, s.log_start_offset)
+                 for (t, p), s in data.to_send.items()]
+    return cache.new_context(data.session_id, data.epoch, requested, data.forgotten, privileged=True)
+
+
+@dataclass
+class Leader:
+    """Log end offset and high watermark per partition; a read returns everything from the fetch offset."""
+
+    log_end: dict[TopicPartition, int] = field(default_factory=lambda: dict.fromkeys(TPS, 0))
+    high_watermark: dict[TopicPartition, int] = field(default_factory=lambda: dict.fromkeys(TPS, 0))
+
+    def read(self, ctx: FetchContext) -> list[FetchPartitionResult]:
+        return [FetchPartitionResult(ErrorCode.NONE, high_watermark=self.high_watermark[r.tp],
+                                     last_stable_offset=self.high_watermark[r.tp], log_start_offset=0,
+                                     records=b"x" * max(0, self.log_end[r.tp] - r.fetch_offset))
+                for r in ctx.partitions]
+
+
+def round_trip(handler: FetchSessionHandler, cache: FetchSessionCache, leader: Leader,
+               wanted: dict[TopicPartition, PartitionFetchState]
+               ) -> tuple[FetchRequestData, FetchContext, list[tuple[FetchPartitionRequest, FetchPartitionResult]]]:
+    data = handler.build(wanted)
+    ctx = send(cache, data)
+    pairs = [] if ctx.error != ErrorCode.NONE else ctx.response_partitions(leader.read(ctx))
+    assert handler.handle_response(data, ctx.error, ctx.session_id, [r.tp for r, _ in pairs]) == (
+        ctx.error == ErrorCode.NONE)
+    return data, ctx, pairs
+
+
+def test_the_first_fetch_is_full_and_opens_a_session_then_only_changes_travel() -> None:
+    handler, cache, leader = FetchSessionHandler(), FetchSessionCache(10), Leader()
+    wanted = {tp: state(0) for tp in TPS}
+    data, ctx, pairs = round_trip(handler, cache, leader, wanted)
+    assert (data.session_id, data.epoch, data.full) == (INVALID_SESSION_ID, INITIAL_EPOCH, True)
+    assert list(data.to_send) == TPS and [r.tp for r, _ in pairs] == TPS  # a full response lists everything
+    assert handler.session_id == ctx.session_id != INVALID_SESSION_ID and handler.epoch == 1
+
+    # Quiet: an incremental request with no partitions, answered by one with no partitions.
+    data, ctx, pairs = round_trip(handler, cache, leader, wanted)
+    assert (data.session_id, data.epoch, data.to_send, data.forgotten) == (handler.session_id, 1, {}, [])
+    assert pairs == [] and handler.empty_incremental_responses == 1 and handler.epoch == 2
+    # ...and yet the leader fetched, and so saw the follower's position of, every partition of the session.
+    assert [(r.tp, r.fetch_offset) for r in ctx.partitions] == [(tp, 0) for tp in TPS]
+
+    # Records on one partition: only that one is answered; the follower's new offset is all it sends next.
+    leader.log_end[("u", 0)] = 5
+    _, _, pairs = round_trip(handler, cache, leader, wanted)
+    assert [(r.tp, len(res.records)) for r, res in pairs] == [(("u", 0), 5)]
+    wanted[("u", 0)] = state(5)
+    data, ctx, pairs = round_trip(handler, cache, leader, wanted)
+    assert data.to_send == {("u", 0): state(5)} and pairs == []
+    assert {r.tp: r.fetch_offset for r in ctx.partitions} == {**dict.fromkeys(TPS, 0), ("u", 0): 5}
+
+    # A moved high watermark is news even without records; so is a new leader epoch on the follower's side.
+    leader.high_watermark[("u", 0)] = 5
+    _, _, pairs = round_trip(handler, cache, leader, wanted)
+    assert [(r.tp, res.high_watermark) for r, res in pairs] == [(("u", 0), 5)]
+    wanted[("t", 1)] = state(0, epoch=4)
+    data, _, _ = round_trip(handler, cache, leader, wanted)
+    assert data.to_send == {("t", 1): state(0, epoch=4)}
+    assert handler.full_requests == 1 and handler.sessions_opened == 1
+
+
+def test_dropped_partitions_are_forgotten_and_returning_ones_added() -> None:
+    handler, cache, leader = FetchSessionHandler(), FetchSessionCache(10), Leader()
+    wanted = {tp: state(0) for tp in TPS}
+    round_trip(handler, cache, leader, wanted)
+    del wanted[("t", 1)]  # resting after an error, or no longer followed from this leader
+    data, ctx, _ = round_trip(handler, cache, leader, wanted)
+    assert data.forgotten == [("t", 1)] and data.to_send == {}
+    assert ("t", 1) not in {r.tp for r in ctx.partitions}
+    wanted[("t", 1)] = state(0)
+    data, ctx, _ = round_trip(handler, cache, leader, wanted)
+    assert data.to_send == {("t", 1): state(0)} and data.forgotten == []
+    assert {r.tp for r in ctx.partitions} == set(TPS)
+
+
+def test_an_unknown_session_falls_back_to_a_full_fetch_that_opens_a_new_one() -> None:
+    handler, cache, leader = FetchSessionHandler(), FetchSessionCache(10), Leader()
+    wanted = {tp: state(0) for tp in TPS}
+    round_trip(handler, cache, leader, wanted)
+    old = handler.session_id
+    cache.remove(old)  # evicted, or the leader restarted
+    data, ctx, pairs = round_trip(handler, cache, leader, wanted)
+    assert ctx.error == ErrorCode.FETCH_SESSION_ID_NOT_FOUND and pairs == []
+    assert (handler.session_id, handler.epoch) == (INVALID_SESSION_ID, INITIAL_EPOCH)
+    data, ctx, pairs = round_trip(handler, cache, leader, wanted)
+    assert data.full and list(data.to_send) == TPS and len(pairs) == len(TPS)
+    assert handler.session_id == ctx.session_id not in (INVALID_SESSION_ID, old)
+
+
+def test_an_epoch_mismatch_closes_the_session_in_the_full_fetch_that_follows() -> None:
+    handler, cache, leader = FetchSessionHandler(), FetchSessionCache(10), Leader()
+    wanted = {tp: state(0) for tp in TPS}
+    round_trip(handler, cache, leader, wanted)
+    old = handler.session_id
+    handler.epoch = 7  # out of step with the leader
+    _, ctx, _ = round_trip(handler, cache, leader, wanted)
+    assert ctx.error == ErrorCode.INVALID_FETCH_SESSION_EPOCH
+    data, ctx, _ = round_trip(handler, cache, leader, wanted)
+    # The full fetch names the old session with epoch 0: the leader closes it and opens another.
+    assert (data.session_id, data.epoch) == (old, INITIAL_EPOCH)
+    assert cache.get(old) is None and cache.get(ctx.session_id) is not None and len(cache) == 1
+
+
+def test_a_lost_response_means_a_full_fetch_since_the_leader_may_have_moved_on() -> None:
+    handler, cache, leader = FetchSessionHandler(), FetchSessionCache(10), Leader()
+    wanted = {tp: state(0) for tp in TPS}
+    round_trip(handler, cache, leader, wanted)
+    old = handler.session_id
+    leader.high_watermark[("t", 0)] = 3
+    leader.log_end[("t", 0)] = 3
+    data = handler.build(wanted)
+    ctx = send(cache, data)
+    ctx.response_partitions(leader.read(ctx))  # the leader answered (and noted what it said)...
+    handler.handle_error()  # ...but the connection broke before the follower read it
+    data, ctx, pairs = round_trip(handler, cache, leader, wanted)
+    assert data.full and data.session_id == old and cache.get(old) is None
+    assert {r.tp: (len(res.records), res.high_watermark) for r, res in pairs}[("t", 0)] == (3, 3)
+
+
+def test_a_full_session_cache_leaves_the_follower_fetching_in_full_until_a_slot_frees() -> None:
+    handler, leader = FetchSessionHandler(), Leader()
+    cache = FetchSessionCache(1)
+    taken = cache.new_context(0, INITIAL_EPOCH, [], [], privileged=True).session_id  # another follower's
+    wanted = {tp: state(0) for tp in TPS}
+    for _ in range(3):
+        data, ctx, pairs = round_trip(handler, cache, leader, wanted)
+        assert data.full and data.epoch == INITIAL_EPOCH and ctx.session_id == INVALID_SESSION_ID
+        assert [r.tp for r, _ in pairs] == TPS  # still replicating: every partition, every time
+    cache.remove(taken)
+    data, ctx, _ = round_trip(handler, cache, leader, wanted)
+    assert data.full and ctx.session_id != INVALID_SESSION_ID and handler.session_id == ctx.session_id
+    data, _, _ = round_trip(handler, cache, leader, wanted)
+    assert not data.full and data.to_send == {}
+
+
+def test_a_response_that_does_not_match_the_session_is_not_used() -> None:
+    handler = FetchSessionHandler()
+    wanted = {("t", 0): state(0)}
+    data = handler.build(wanted)
+    # A full response must answer exactly what was asked.
+    assert not handler.handle_response(data, ErrorCode.NONE, 42, [("t", 0), ("zz", 9)])
+    assert handler.epoch == INITIAL_EPOCH
+    data = handler.build(wanted)
+    assert not handler.handle_response(data, ErrorCode.NONE, 42, [])
+    data = handler.build(wanted)
+    assert handler.handle_response(data, ErrorCode.NONE, 42, [("t", 0)])
+    # An incremental one may omit partitions but not invent them.
+    data = handler.build(wanted)
+    assert handler.handle_response(data, ErrorCode.NONE, 42, [])
+    data = handler.build(wanted)
+    assert not handler.handle_response(data, ErrorCode.NONE, 42, [("zz", 9)])
+    assert (handler.session_id, handler.epoch) == (42, INITIAL_EPOCH)
+
+
+def test_a_leader_that_closes_the_session_in_an_incremental_response_gets_a_full_fetch_next() -> None:
+    handler = FetchSessionHandler()
+    wanted = {("t", 0): state(0)}
+    assert handler.handle_response(handler.build(wanted), ErrorCode.NONE, 42, [("t", 0)])
+    assert handler.handle_response(handler.build(wanted), ErrorCode.NONE, INVALID_SESSION_ID, [])
+    data = handler.build(wanted)
+    assert (data.session_id, data.epoch) == (INVALID_SESSION_ID, INITIAL_EPOCH) and data.epoch != FINAL_EPOCH
+
+
+OPS = st.one_of(
+    st.tuples(st.just("append"), st.sampled_from(TPS), st.integers(1, 5)),
+    st.tuples(st.just("commit"), st.sampled_from(TPS)),
+    st.tuples(st.just("rest"), st.sampled_from(TPS)),
+    st.tuples(st.just("resume"), st.sampled_from(TPS)),
+    st.tuples(st.just("new_epoch"), st.sampled_from(TPS)),
+    st.tuples(st.just("evict")),
+    st.tuples(st.just("lose_response")),
+    st.tuples(st.just("fetch")),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(OPS, max_size=60), st.integers(0, 2))
+def test_the_leader_always_sees_the_true_follower_position_and_no_news_is_withheld(
+        ops: list[tuple[object, ...]], slots: int) -> None:
+    handler, leader = FetchSessionHandler(), Leader()
+    cache = FetchSessionCache(slots)
+    follower_end = dict.fromkeys(TPS, 0)
+    epochs = dict.fromkeys(TPS, 1)
+    resting: set[TopicPartition] = set()
+    seen_hw = dict.fromkeys(TPS, -1)
+
+    def wanted() -> dict[TopicPartition, PartitionFetchState]:
+        return {tp: state(follower_end[tp], epochs[tp]) for tp in TPS if tp not in resting}
+
+    for op in ops:
+        kind = op[0]
+        if kind == "append":
+            tp, n = op[1], op[2]
+            assert isinstance(tp, tuple) and isinstance(n, int)
+            leader.log_end[tp] += n
+        elif kind == "commit":
+            tp = op[1]
+            assert isinstance(tp, tuple)
+            leader.high_watermark[tp] = min(leader.log_end[tp], follower_end[tp])
+        elif kind == "rest":
+            assert isinstance(op[1], tuple)
+            resting.add(op[1])
+        elif kind == "resume":
+            resting.discard(op[1])
+        elif kind == "new_epoch":
+            assert isinstance(op[1], tuple)
+            epochs[op[1]] += 1
+        elif kind == "evict":
+            if handler.session_id:
+                cache.remove(handler.session_id)
+        elif kind == "lose_response":
+            data = handler.build(wanted())
+            ctx = send(cache, data)
+            if ctx.error == ErrorCode.NONE:
+                ctx.response_partitions(leader.read(ctx))
+            handler.handle_error()
+        else:
+            want = wanted()
+            data, ctx, pairs = round_trip(handler, cache, leader, want)
+            if ctx.error != ErrorCode.NONE:
+                assert not data.full
+                continue
+            # The leader fetched exactly the follower's partitions at exactly its log end offsets.
+            assert {r.tp: (r.fetch_offset, r.current_leader_epoch) for r in ctx.partitions} == {
+                tp: (s.fetch_offset, s.current_leader_epoch) for tp, s in want.items()}
+            answered = {r.tp: res for r, res in pairs}
+            for tp in want:
+                news = leader.log_end[tp] > follower_end[tp] or leader.high_watermark[tp] != seen_hw[tp]
+                assert not news or tp in answered, (tp, data)
+            for tp, res in answered.items():
+                follower_end[tp] += len(res.records)
+                seen_hw[tp] = res.high_watermark
+
+
+def test_the_leader_answers_a_partition_again_once_its_error_clears() -> None:
+    # A follower that saw NOT_LEADER_OR_FOLLOWER may have stopped caring; when the partition is fine again with
+    # the same high watermark as before the error, it must still be told.
+    cache = FetchSessionCache(10)
+    full = cache.new_context(0, INITIAL_EPOCH, [FetchPartitionRequest("t", 0, 4, MAX_BYTES)], [], privileged=True)
+    healthy = FetchPartitionResult(ErrorCode.NONE, high_watermark=4, last_stable_offset=4, log_start_offset=0)
+    full.response_partitions([healthy])
+    inc = cache.new_context(full.session_id, 1, [], [], privileged=True)
+    assert inc.response_partitions([healthy]) == []
+    inc = cache.new_context(full.session_id, 2, [], [], privileged=True)
+    assert len(inc.response_partitions([FetchPartitionResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)])) == 1
+    inc = cache.new_context(full.session_id, 3, [], [], privileged=True)
+    assert [res.high_watermark for _, res in inc.response_partitions([healthy])] == [4]
+
+
+def test_an_incremental_response_carries_a_partition_redirected_to_a_preferred_read_replica() -> None:
+    cache = FetchSessionCache(10)
+    full = cache.new_context(0, INITIAL_EPOCH, [FetchPartitionRequest("t", 0, 4, MAX_BYTES)], [], privileged=False)
+    same = FetchPartitionResult(ErrorCode.NONE, high_watermark=4, last_stable_offset=4, log_start_offset=0)
+    full.response_partitions([same])
+    inc = cache.new_context(full.session_id, 1, [], [], privileged=False)
+    assert len(inc.response_partitions([same], must_answer={("t", 0)})) == 1
