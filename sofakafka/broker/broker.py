@@ -3,13 +3,21 @@
 Start-up, in the order a 2.6 broker does it:
 
 1. listeners bound (not yet serving), so a port 0 listener knows its real port before it is registered;
-2. the metadata store (embedded under the first log dir when ``zookeeper.connect`` is unset; with it set
-   start-up stops with a message, the ZooKeeper backend is issue 6), then the controller node: cluster id,
-   registration in ``/brokers/ids``, controller election, metadata cache;
+2. the metadata store (embedded under the first log dir when ``zookeeper.connect`` is unset; otherwise a
+   ZooKeeper session held by a :class:`SessionRenewingStore`, which replaces it if ZooKeeper expires it),
+   then the controller node: cluster id, registration in ``/brokers/ids``, controller election, metadata
+   cache;
 3. the log manager loads every log (recovering them after an unclean shutdown);
 4. the replica manager becomes leader of every partition the metadata says this broker leads, and keeps
    following the metadata cache from then on (new topics, deleted topics, config changes);
 5. the listeners start serving and "sofakafka broker <id> started, listening on ..." is printed.
+
+A renewed ZooKeeper session needs nothing from the broker itself: the node re-registers, its metadata cache
+re-reads the tree and the resulting change reaches ``_apply_metadata`` like any other, which stops leading
+what the controller moved away meanwhile and follows it instead (truncating by leader epoch); every
+component holds the same store object, so ISR writes, producer-id blocks and admin writes use the new
+session. While there is none, those writes fail and are retried; a leader whose ISR write failed keeps the
+ISR it had, so acks=all never completes over a shrunk ISR that ZooKeeper does not hold.
 
 Periodic work (retention, ``flush.ms``, recovery-point / log-start / high-watermark checkpoints, the log
 cleaner) runs on a background thread pool, scheduled from the loop; none of it blocks the loop.
@@ -42,6 +50,7 @@ from sofakafka.broker.server import BoundListener, SocketServer
 from sofakafka.controller.embedded import EmbeddedMetadataServer
 from sofakafka.controller.metadata import ClusterMetadata, MetadataCache
 from sofakafka.controller.node import ControllerNode
+from sofakafka.controller.session import SessionRenewingStore
 from sofakafka.controller.store import MetadataStore
 from sofakafka.controller.topics import TopicAdmin
 from sofakafka.controller.zk_data import BrokerEndpoint, TopicPartition
@@ -185,16 +194,23 @@ class Broker:
         metadata_dir = config.metadata_dir
         log.info("data in %s (metadata in %s)", ", ".join(config.log_dirs), metadata_dir)
 
+        session_timeout_s = config.get_int("zookeeper.session.timeout.ms") / 1000.0
+
         def open_store() -> ControllerNode:
             if config.uses_embedded_store:
                 self._metadata_server = EmbeddedMetadataServer.open(
                     metadata_dir, snapshot_interval_ops=config.get_int("sofakafka.metadata.snapshot.interval.ops"))
                 self.store = self._metadata_server.connect()
             else:
-                self.store = ZooKeeperMetadataStore.connect(
-                    config.zookeeper_connect or "", config.zookeeper_chroot,
-                    session_timeout=config.get_int("zookeeper.session.timeout.ms") / 1000.0,
-                    connection_timeout=config.zookeeper_connection_timeout_ms / 1000.0)
+                def connect() -> ZooKeeperMetadataStore:
+                    return ZooKeeperMetadataStore.connect(
+                        config.zookeeper_connect or "", config.zookeeper_chroot,
+                        session_timeout=session_timeout_s,
+                        connection_timeout=config.zookeeper_connection_timeout_ms / 1000.0)
+
+                # One store for the broker's life: it opens a new session when ZooKeeper expires one, and
+                # the controller node re-registers, reloads and re-elects (controller/session.py).
+                self.store = SessionRenewingStore(connect)
                 if self.broker_id < 0:
                     self.broker_id = resolve_broker_id(self.store, [Path(d) for d in config.log_dirs],
                                                        config.get_int("reserved.broker.max.id"))
@@ -208,6 +224,7 @@ class Broker:
                 delete_topic_enable=config.get_bool("delete.topic.enable"),
                 unclean_leader_election_enable=config.get_bool("unclean.leader.election.enable"),
                 stop_replica_sender=self,
+                stale_registration_wait_s=session_timeout_s,
             )
 
         self._node = await self.run_blocking(open_store)

@@ -3,7 +3,8 @@
 Kafka brokers learn partition state from the controller's UpdateMetadata requests; ours read the same facts
 straight from the tree (``/brokers/ids``, ``/brokers/topics``, partition ``state`` znodes, ``/config/topics``,
 ``/config/brokers``, ``/admin/delete_topics``, ``/controller``, ``/cluster/id``), so one mechanism serves the
-single broker and, in issue 6, every broker of a ZooKeeper cluster.
+single broker and every broker of a ZooKeeper cluster. Watches belong to a session: when the broker's store
+replaces an expired session, its node calls :meth:`MetadataCache.reload`.
 
 Public API::
 
@@ -15,6 +16,7 @@ Public API::
     snap.has_leaders("orders")          # every partition led by a registered broker
     cache.wait_until(lambda snap: ..., timeout) -> bool
     cache.add_listener(fn)              # fn(newest_snapshot) after changes, on the listener thread
+    cache.reload()                      # after a new store session: re-read everything, re-arm every watch
     cache.close()
 
 Threads. Watch callbacks arrive on the store's event thread; the cache re-reads the changed znode right there
@@ -165,25 +167,48 @@ class MetadataCache:
 
     def start(self) -> None:
         with self._lock:
-            for path in (
-                zk_paths.BROKER_IDS_PATH,
-                zk_paths.TOPICS_PATH,
-                zk_paths.DELETE_TOPICS_PATH,
-                zk_paths.config_entity_type_path(zk_paths.CONFIG_TYPE_TOPICS),
-                zk_paths.config_entity_type_path(zk_paths.CONFIG_TYPE_BROKERS),
-            ):
-                self._store.ensure_path(path)
-            self._load_cluster_id()
-            self._load_controller()
-            self._load_brokers()
-            self._load_topics()
-            self._load_deletions()
-            self._load_broker_configs()
+            self._load_all()
             self._changed_model()
             self._rebuild()
             if self._notifier is None:
                 self._notifier = threading.Thread(target=self._notify_listeners, name="metadata-listeners", daemon=True)
                 self._notifier.start()
+
+    def reload(self) -> None:
+        """Read the whole tree again, arming every watch anew: after the store's session was replaced, the
+        watches of the lost one are gone, and whatever changed while there was no session was never seen.
+        Listeners then get the result like any other change. If a read fails, the previous model is kept
+        (and the caller tries again), so readers never see a half-read tree."""
+        with self._lock:
+            if self._closed:
+                return
+            saved = (self._cluster_id, self._controller_id, self._brokers, self._topics, self._deleting,
+                     self._topic_configs, self._broker_configs)
+            self._brokers, self._topics, self._deleting = {}, {}, set()
+            self._topic_configs, self._broker_configs = {}, {}
+            try:
+                self._load_all()
+            except BaseException:
+                (self._cluster_id, self._controller_id, self._brokers, self._topics, self._deleting,
+                 self._topic_configs, self._broker_configs) = saved
+                raise
+            self._changed_model()
+
+    def _load_all(self) -> None:
+        for path in (
+            zk_paths.BROKER_IDS_PATH,
+            zk_paths.TOPICS_PATH,
+            zk_paths.DELETE_TOPICS_PATH,
+            zk_paths.config_entity_type_path(zk_paths.CONFIG_TYPE_TOPICS),
+            zk_paths.config_entity_type_path(zk_paths.CONFIG_TYPE_BROKERS),
+        ):
+            self._store.ensure_path(path)
+        self._load_cluster_id()
+        self._load_controller()
+        self._load_brokers()
+        self._load_topics()
+        self._load_deletions()
+        self._load_broker_configs()
 
     def close(self) -> None:
         """Stop applying changes (watches already armed fire into nothing) and stop calling listeners."""

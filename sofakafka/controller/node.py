@@ -10,18 +10,25 @@ Public API::
     node.admin       # TopicAdmin: CreateTopics/DeleteTopics/CreatePartitions/AlterConfigs writes
     node.controller  # KafkaController: this broker's controller (active when it won the election)
     node.shutdown()  # stops the controller and the cache; the caller closes the store session
+    node.on_new_session()  # called by a renewing store (controller.session) after it replaced a lost session
 
 Start-up order follows a 2.6 broker: top-level paths, cluster id, registration under ``/brokers/ids``,
 then the controller election (so a single broker finds itself alive when it takes over), and the cache is
 complete before ``start`` returns; partition leaders of existing topics may arrive a moment later, through the
 cache, once the controller has run.
+
+A new session (ZooKeeper expired the old one; see sofakafka/controller/session.py) repeats the session-bound
+part of that order on the same objects: registration, cache (re-reading the tree re-arms its watches), then
+the controller election. Nothing else is rebuilt: every component kept the same store object.
 """
 
 from __future__ import annotations
 
+import logging
 import random
+import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sofakafka.controller.kafka_controller import KafkaController, StopReplicaSender
 from sofakafka.controller.metadata import MetadataCache
@@ -33,7 +40,9 @@ from sofakafka.controller.registration import (
 )
 from sofakafka.controller.store import MetadataStore
 from sofakafka.controller.topics import TopicAdmin
-from sofakafka.controller.zk_data import BrokerEndpoint
+from sofakafka.controller.zk_data import BrokerEndpoint, BrokerRegistration
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -45,6 +54,12 @@ class ControllerNode:
     cache: MetadataCache
     admin: TopicAdmin
     controller: KafkaController
+    registration: BrokerRegistration | None = None
+    stale_registration_wait_s: float = 0.0
+    own_session_ids: set[int] = field(default_factory=set)
+    """Sessions this node registered the broker with: a registration of one of them found after a renewal
+    is our own leftover, to be waited out, not a duplicate broker id."""
+    _renewal_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
     def start(
@@ -61,12 +76,17 @@ class ControllerNode:
         stop_replica_sender: StopReplicaSender | None = None,
         proposed_cluster_id: str | None = None,
         rng: random.Random | None = None,
+        stale_registration_wait_s: float = 0.0,
     ) -> ControllerNode:
         """``proposed_cluster_id`` is the id in the log dirs' ``meta.properties``, if any: a fresh tree
-        adopts it; otherwise the tree's id wins and the caller compares the two."""
+        adopts it; otherwise the tree's id wins and the caller compares the two.
+        ``stale_registration_wait_s``: after a session renewal, how long the registration of a lost session
+        of ours may still be in the way (the session timeout: the server expires it by then)."""
         create_top_level_paths(store)
         cluster_id = get_or_create_cluster_id(store, proposed_cluster_id)
-        broker_epoch = register_broker(store, make_registration(broker_id, list(endpoints), rack))
+        registration = make_registration(broker_id, list(endpoints), rack)
+        broker_epoch = register_broker(store, registration)
+        session_id = store.session_id
         cache = MetadataCache(store)
         cache.start()
         admin = TopicAdmin(
@@ -83,8 +103,32 @@ class ControllerNode:
             unclean_leader_election_enable=unclean_leader_election_enable,
         )
         controller.startup()
-        return cls(store, broker_id, cluster_id, broker_epoch, cache, admin, controller)
+        node = cls(store, broker_id, cluster_id, broker_epoch, cache, admin, controller, registration,
+                   stale_registration_wait_s, {session_id})
+        store.add_new_session_listener(node.on_new_session)
+        return node
+
+    def on_new_session(self) -> None:
+        """The store replaced a lost session (its renewal thread calls this; idempotent, as it may run again
+        after a failure). Kafka's order: register the broker (a new broker epoch) before the controller
+        election, so a broker that wins finds itself alive; the cache reload in between re-arms the watches
+        and makes the broker re-apply the metadata (lead, follow, rejoin ISRs) from what the tree says now."""
+        assert self.registration is not None
+        with self._renewal_lock:
+            stale = set(self.own_session_ids)
+            session_id = self.store.session_id
+            registration = make_registration(self.broker_id, list(self.registration.endpoints),
+                                             self.registration.rack)
+            self.own_session_ids.add(session_id)
+            self.broker_epoch = register_broker(self.store, registration, stale_session_ids=stale - {session_id},
+                                                stale_wait_s=self.stale_registration_wait_s)
+            self.registration = registration
+            log.info("broker %d re-registered after a new ZooKeeper session (broker epoch %d)",
+                     self.broker_id, self.broker_epoch)
+            self.cache.reload()
+            self.controller.on_new_session()
 
     def shutdown(self) -> None:
+        self.store.remove_new_session_listener(self.on_new_session)
         self.controller.shutdown()
         self.cache.close()

@@ -6,7 +6,10 @@ through kazoo. Everything above this interface (controller, broker) must behave 
 the interface copies ZooKeeper's semantics, and kazoo's method names, rather than inventing friendlier ones:
 
 * A store object is one **session**. Ephemeral znodes belong to the session that created them and vanish
-  when it closes or expires; ``/brokers/ids/<id>`` and ``/controller`` depend on it.
+  when it closes or expires; ``/brokers/ids/<id>`` and ``/controller`` depend on it. The one exception is
+  :class:`~sofakafka.controller.session.SessionRenewingStore`, a broker's handle on ZooKeeper: it replaces a
+  lost session with a new one and tells its :meth:`MetadataStore.add_new_session_listener` listeners, who
+  re-create what the lost session took (registration, watches, the controller election).
 * Every znode has a :class:`ZnodeStat`. ``version`` counts data changes and is the optimistic-concurrency
   token (Kafka's "zkVersion"); ``czxid`` of ``/brokers/ids/<id>`` is the broker epoch; the sequence suffix
   of a sequential znode is the parent's ``cversion`` at creation.
@@ -142,6 +145,8 @@ class WatchedEvent:
 
 WatchCallback = Callable[[WatchedEvent], None]
 StateListener = Callable[[SessionState], None]
+NewSessionListener = Callable[[], None]
+"""Called after a renewing store replaced a lost session (Kafka's ``afterInitializingSession``)."""
 
 
 # ---------------------------------------------------------------------------------------- multi-op ops
@@ -267,6 +272,14 @@ class MetadataStore(ABC):
     def remove_listener(self, listener: StateListener) -> None:
         with contextlib.suppress(ValueError):
             self._listeners.remove(listener)
+
+    def add_new_session_listener(self, listener: NewSessionListener) -> None:  # noqa: B027 - optional hook
+        """Call ``listener`` each time this store replaces a lost session with a new one, after the swap and
+        before anything else is done on the new session's behalf, so the listener re-creates ephemerals and
+        re-arms watches. A store that is one session (both backends) never renews: nothing to remember."""
+
+    def remove_new_session_listener(self, listener: NewSessionListener) -> None:  # noqa: B027 - optional hook
+        """Forget ``listener``; a store that never renews has none."""
 
     @abstractmethod
     def sync(self, timeout: float | None = None) -> None:
