@@ -37,6 +37,7 @@ Public API::
     controller.elect_leaders(partitions or None, ElectionType.PREFERRED, timeout) -> {tp: (code, message)}
     controller.configure_leader_rebalance(enable, interval_s, imbalance_percentage)
     controller.shutdown()                   # stops the thread; the session's close removes /controller
+    controller.on_new_session()             # after the store replaced a lost session: run for election again
 
 * **Requested elections** (the ElectLeaders API, :meth:`KafkaController.elect_leaders`). Preferred: the
   first replica of the assignment becomes leader when it is alive and in the ISR (ELECTION_NOT_NEEDED when
@@ -339,9 +340,16 @@ class KafkaController:
 
     def _on_session_state(self, state: SessionState) -> None:
         """A lost session took our ephemeral ``/controller`` with it: stop acting as controller at once.
-        (A new session, in issue 6, starts a new election.)"""
+        (A new session starts a new election: :meth:`on_new_session`.)"""
         if state == SessionState.LOST:
             self._post(self._forget_context)
+
+    def on_new_session(self) -> None:
+        """The store replaced a lost session (Kafka's RegisterBrokerAndReelect, the registration being the
+        node's part): whatever this controller was, it is not now, and it runs for controller again; the
+        election re-arms the ``/controller`` watch, the only one a controller that is not active holds."""
+        self._post(self._forget_context)
+        self._post(self._elect)
 
     def _forget_context(self) -> None:
         self._active = False
