@@ -4,7 +4,8 @@ Topics have RF=3 and min.insync.replicas=2, so losing any one broker must cost n
 each failure a consumer finds every record the producer was told about at exactly the partition and offset
 of its delivery report. Failures: kill -9 of a partition leader, of the controller, the same twenty times
 in a row, and a broker frozen (SIGSTOP) past its ZooKeeper session timeout so that its session expires.
-The killed broker is restarted each time and must catch up and rejoin every ISR before the next failure.
+The killed broker is restarted each time (the frozen one comes back by itself, on a new session) and must
+catch up and rejoin every ISR before the next failure.
 
 The ZooKeeper session timeout is lowered to 6 s (ZooKeeper's floor is 2 ticks, 4 s) so that a dead broker's
 ephemeral registration, the controller's only sign of its death, goes away quickly.
@@ -28,6 +29,7 @@ from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka import KafkaError as CKError
 from confluent_kafka import TopicPartition as CKTopicPartition
 from confluent_kafka.admin import AdminClient
+from kazoo.client import KazooClient
 
 from sofakafka import cluster_launcher as cl
 from sofakafka.client import ClientError, KafkaClient, NewTopic
@@ -265,23 +267,59 @@ def test_kill_9_of_the_controller(cluster: Cluster) -> None:
 
 def test_a_broker_whose_zookeeper_session_expires_loses_no_acknowledged_record(cluster: Cluster) -> None:
     # Frozen past its session timeout: ZooKeeper expires the session and deletes its registration, the
-    # controller moves its leaderships and ISR places to the others, and producers carry on. The broker
-    # itself does not yet open a new session on waking (it stays out of the cluster), so it is healed by
-    # a restart here, which must still catch up and rejoin every ISR.
+    # controller moves its leaderships and ISR places to the others, and producers carry on. On waking, the
+    # broker finds its session gone and comes back by itself, without a restart: a new session, a new
+    # registration (a new broker epoch, the czxid of /brokers/ids/<id>), following what it used to lead
+    # (truncating by leader epoch), back in every ISR once caught up; a preferred election then gives it its
+    # leaderships back.
     topic = cluster.create_topic()
+    preferred = {p: leader for p, (leader, _) in cluster.partitions(topic).items()}
+    victim = preferred[1]
+    pid = cluster.record(victim).pid
+    zk = KazooClient(hosts=f"127.0.0.1:{cluster.state.zk_port}")
+    zk.start(WAIT_S)
+
+    def broker_epoch(broker_id: int) -> int | None:
+        stat = zk.exists(f"/brokers/ids/{broker_id}")
+        return None if stat is None else int(stat.czxid)
+
+    old_epoch = broker_epoch(victim)
+    assert old_epoch is not None
 
     def freeze(broker_id: int) -> None:
         os.kill(cluster.record(broker_id).pid, signal.SIGSTOP)
 
-    def thaw_and_restart(broker_id: int) -> None:
+    def thaw(broker_id: int) -> None:
         with cluster.client() as c:
             wait_for("the frozen broker to leave the cluster", lambda: broker_id not in c.metadata([]).brokers)
         os.kill(cluster.record(broker_id).pid, signal.SIGCONT)
-        cluster.stop(broker_id)
-        cluster.restart(broker_id, [topic])
+        wait_for("the woken broker to register again with a new broker epoch",
+                 lambda: (broker_epoch(broker_id) or 0) > old_epoch)
+        try:
+            cluster.wait_full_isr([topic])
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{cluster.logs()}") from None
 
-    fail_under_load(cluster, topic, lambda: cluster.partitions(topic)[1][0], freeze, thaw_and_restart)
+    try:
+        fail_under_load(cluster, topic, lambda: victim, freeze, thaw)
+    finally:
+        zk.stop()
+        zk.close()
     assert cluster.live() == sorted(cluster.state.brokers)
+    assert cluster.record(victim).pid == pid, "the broker was restarted; it had to come back by itself"
+    assert all(leader != victim for leader, _ in cluster.partitions(topic).values())
+
+    admin = AdminClient({"bootstrap.servers": cluster.all_bootstrap})
+    everything = [CKTopicPartition(topic, p) for p in range(PARTITIONS)]
+    results = admin.elect_leaders(CKElectionType.PREFERRED, everything).result(60)
+    moved = {tp.partition for tp, e in results.items() if e is None}
+    assert moved == {p for p, leader in preferred.items() if leader == victim}, results
+    wait_for("every partition led by its preferred replica again",
+             lambda: {p: leader for p, (leader, _) in cluster.partitions(topic).items()} == preferred)
+    # The woken broker leads again and serves every record acknowledged before, during and after its absence.
+    with LoadProducer(cluster.all_bootstrap, topic) as load:
+        wait_for("records acknowledged by the restored leaders", lambda: load.count() >= 100)
+    assert_every_acknowledged_record_in_place(cluster, topic, dict(load.acked))
 
 
 def _code(error: object) -> int | None:
