@@ -49,9 +49,17 @@ Public API::
   preferred replica of but does not lead; above ``leader.imbalance.per.broker.percentage`` it runs a
   preferred election for them, as Kafka's ``checkAndTriggerAutoLeaderRebalance``.
 
-Not here yet (issue 6): ISR change notifications, reassignments, the ``/admin/preferred_replica_election``
-znode, controlled shutdown, LeaderAndIsr/UpdateMetadata requests to other brokers (brokers learn partition state from the tree
-through their :class:`~sofakafka.controller.metadata.MetadataCache`).
+* **Reassignments** (AlterPartitionReassignments, ``/admin/reassign_partitions``): :attr:`reassignments`, a
+  :class:`~sofakafka.controller.reassignment.ReassignmentManager` running on this thread.
+
+* **Controlled shutdown** (:meth:`KafkaController.controlled_shutdown`, sofakafka/controller/controlled_shutdown.py):
+  a stopping broker's leaderships and ISR places move to others; it is then elected nowhere
+  (:meth:`_is_replica_online`) until it leaves or registers again.
+* **/admin/preferred_replica_election** and **/isr_change_notification** are watched, processed and deleted
+  (sofakafka/controller/admin_notifications.py).
+
+Not here (by design): LeaderAndIsr/UpdateMetadata requests to other brokers (brokers learn partition state from
+the tree through their :class:`~sofakafka.controller.metadata.MetadataCache`).
 """
 
 from __future__ import annotations
@@ -67,7 +75,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from sofakafka.controller import zk_data, zk_paths
+from sofakafka.controller import admin_notifications, zk_data, zk_paths
+from sofakafka.controller.controlled_shutdown import ControlledShutdownError, do_controlled_shutdown
+from sofakafka.controller.reassignment import ReassignmentManager
 from sofakafka.controller.store import (
     BadVersionError,
     CheckOp,
@@ -154,12 +164,14 @@ class KafkaController:
         self._assignments: dict[str, dict[int, list[int]]] = {}
         self._partitions: dict[TopicPartition, _PartitionContext] = {}
         self._offline: set[TopicPartition] = set()  # elections that found no eligible leader
+        self._shutting_down: set[int] = set()  # in controlled shutdown: registered, but elected nowhere
         self._topics_to_delete: set[str] = set()
         self._deletion_pending: dict[str, set[tuple[int, int]]] = {}  # topic -> {(broker, partition)} in flight
         self._deletion_done: dict[str, set[tuple[int, int]]] = {}
         self._rebalance_timer: threading.Timer | None = None
         self._rebalance_interval_s = 0.0
         self._imbalance_percentage = 10
+        self.reassignments = ReassignmentManager(self)
 
     # ------------------------------------------------------------------------------------- public API
 
@@ -239,6 +251,27 @@ class KafkaController:
         except concurrent.futures.TimeoutError:
             raise TimeoutError("the controller did not run the election in time") from None
 
+    def controlled_shutdown(self, broker_id: int, broker_epoch: int, timeout: float) -> list[TopicPartition]:
+        """ControlledShutdown on the controller thread (sofakafka/controller/controlled_shutdown.py): returns the
+        replicated partitions ``broker_id`` still leads; raises ``ControlledShutdownError`` for a request that
+        failed as a whole, ``ControllerMovedError`` when deposed meanwhile, ``TimeoutError`` past ``timeout``."""
+        future: concurrent.futures.Future[list[TopicPartition]] = concurrent.futures.Future()
+
+        def task() -> None:
+            try:
+                future.set_result(do_controlled_shutdown(self, broker_id, broker_epoch))
+            except ControlledShutdownError as exc:
+                future.set_exception(exc)  # an answer to the request, not a failure of the controller
+            except BaseException as exc:
+                future.set_exception(exc)
+                raise
+
+        self._post(task)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            raise TimeoutError("the controller did not process the controlled shutdown in time") from None
+
     def configure_leader_rebalance(self, enable: bool, interval_s: float, imbalance_percentage: int) -> None:
         """``auto.leader.rebalance.enable`` and its two settings; the first check runs one interval from now."""
         self._rebalance_interval_s = interval_s if enable else 0.0
@@ -289,6 +322,10 @@ class KafkaController:
             self._post(self._on_topic_change)
         elif path == zk_paths.DELETE_TOPICS_PATH:
             self._post(self._on_topic_deletion)
+        elif path == zk_paths.PREFERRED_REPLICA_ELECTION_PATH:
+            self._post(lambda: admin_notifications.on_preferred_replica_election(self))
+        elif path == zk_paths.ISR_CHANGE_NOTIFICATION_PATH:
+            self._post(lambda: admin_notifications.on_isr_change_notification(self))
         elif path.startswith(zk_paths.TOPICS_PATH + "/") and event.type != EventType.CHILD:
             topic = path[len(zk_paths.TOPICS_PATH) + 1 :]
             if "/" not in topic:
@@ -357,9 +394,11 @@ class KafkaController:
         self._assignments.clear()
         self._partitions.clear()
         self._offline.clear()
+        self._shutting_down.clear()
         self._topics_to_delete.clear()
         self._deletion_pending.clear()
         self._deletion_done.clear()
+        self.reassignments.clear()
 
     def _resign(self) -> None:
         self._forget_context()
@@ -392,7 +431,9 @@ class KafkaController:
             if ctx.state is None or ctx.state.leader not in self._live_brokers
         ]
         self._elect_leaders(needs_election)
+        self.reassignments.on_controller_failover()
         self._on_topic_deletion()
+        admin_notifications.on_controller_failover(self)
 
     def _read_live_brokers(self) -> dict[int, int]:
         live: dict[int, int] = {}
@@ -411,7 +452,9 @@ class KafkaController:
             data, _ = self._store.get(zk_paths.topic_path(topic), self._watch)
         except NoNodeError:
             return []
-        assignment = TopicAssignment.decode(topic, data).partitions
+        decoded = TopicAssignment.decode(topic, data)
+        self.reassignments.on_assignment_loaded(topic, decoded)
+        assignment = decoded.partitions
         self._assignments[topic] = {p: list(r) for p, r in assignment.items()}
         added: list[TopicPartition] = []
         for partition in sorted(assignment):
@@ -475,6 +518,11 @@ class KafkaController:
 
     # ------------------------------------------------------------------------------- leader election
 
+    def _is_replica_online(self, broker: int) -> bool:
+        """Kafka's ``liveBrokerIds``: registered and not in controlled shutdown. A shutting-down broker still
+        serves until it exits, but electing it (leader or ISR) would hand it work it is about to drop."""
+        return broker in self._live_brokers and broker not in self._shutting_down
+
     def _elect_leaders(self, partitions: Sequence[TopicPartition]) -> None:
         """Give each partition a live leader if it can have one; partitions without a state znode are new."""
         new_states: list[Op] = []
@@ -484,7 +532,7 @@ class KafkaController:
             if ctx is None:
                 continue
             replicas = self._assignments.get(tp.topic, {}).get(tp.partition, [])
-            live = [r for r in replicas if r in self._live_brokers]
+            live = [r for r in replicas if self._is_replica_online(r)]
             if ctx.state is None:
                 if not live:
                     log.warning("controller: no live replica for new partition %s (replicas %s)", tp, replicas)
@@ -502,7 +550,7 @@ class KafkaController:
             candidates = [r for r in live if r in old.isr]
             if candidates:
                 leader = candidates[0]
-                isr = tuple(r for r in old.isr if r in self._live_brokers)
+                isr = tuple(r for r in old.isr if self._is_replica_online(r))
             elif live and self.unclean_leader_election_enable:
                 leader, isr = live[0], (live[0],)
             else:
@@ -545,6 +593,7 @@ class KafkaController:
         ctx.state, ctx.zk_version = state, ctx.zk_version + 1
 
     def _on_brokers_failure(self, dead: set[int]) -> None:
+        self._shutting_down -= dead  # gone, or back with a new epoch: a new incarnation may be elected again
         led_by_dead = [
             tp
             for tp, ctx in self._partitions.items()
@@ -598,7 +647,7 @@ class KafkaController:
             ctx.state, ctx.zk_version = PartitionState.decode(raw), stat.version
             old = ctx.state
             replicas = self._assignments.get(tp.topic, {}).get(tp.partition, [])
-            live = [r for r in replicas if r in self._live_brokers]
+            live = [r for r in replicas if self._is_replica_online(r)]
             if election_type == ElectionType.PREFERRED:
                 preferred = self._preferred(tp)
                 if old.leader == preferred:
@@ -613,7 +662,7 @@ class KafkaController:
                     return ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
                 in_sync = [r for r in live if r in old.isr]
                 if in_sync:
-                    leader, isr = in_sync[0], tuple(r for r in old.isr if r in self._live_brokers)
+                    leader, isr = in_sync[0], tuple(r for r in old.isr if self._is_replica_online(r))
                 elif live:
                     leader, isr = live[0], (live[0],)
                 else:
@@ -685,6 +734,8 @@ class KafkaController:
 
     def _resume_deletions(self) -> None:
         for topic in sorted(self._topics_to_delete):
+            if self.reassignments.in_progress(topic):
+                continue  # Kafka's "topic reassignment in progress": deletion resumes when it completes
             replicas = {
                 (broker, partition)
                 for partition, brokers in self._assignments.get(topic, {}).items()
@@ -753,3 +804,4 @@ class KafkaController:
         self._topics_to_delete.discard(topic)
         self._deletion_pending.pop(topic, None)
         self._deletion_done.pop(topic, None)
+        self.reassignments.forget_topic(topic)

@@ -1,0 +1,140 @@
+"""Two znodes the controller consumes: ``/admin/preferred_replica_election`` and ``/isr_change_notification``.
+
+* **/admin/preferred_replica_election** ``{"version":1,"partitions":[{"topic":..,"partition":..}]}`` is how
+  ``kafka-preferred-replica-election.sh --zookeeper`` (and tools of its age) ask for a preferred election. The
+  controller watches for its existence, runs the election for the listed partitions with the same logic as the
+  ElectLeaders API (unknown partitions and partitions being deleted are skipped, partitions already led by their
+  preferred replica need nothing), and deletes the znode, fenced by its epoch, so the tool can write the next
+  one (it refuses while the znode exists). A pending znode is processed when a controller takes over. A znode
+  that is not valid JSON of that shape is deleted with a warning: Kafka 2.6 would leave it, failing every time,
+  and block the tool forever.
+* **/isr_change_notification/isr_change_<seq>** ``{"version":1,"partitions":[..]}`` is written by leaders after
+  ISR changes (sofakafka/broker/isr.py), batched. Kafka's controller reads them to refresh its cached ISR and
+  send UpdateMetadata; our brokers read the state znodes themselves, so what is left is refreshing the
+  controller's cached state of those partitions and, above all, deleting the notifications so they do not
+  accumulate. The controller watches the children, reads every notification there, refreshes, and deletes the
+  ones it read in fenced multi-ops of at most :data:`DELETE_BATCH` znodes. A controller that takes over reads
+  the whole tree anyway, then clears what is pending the same way.
+
+Public API (controller thread only; hooks of :class:`~sofakafka.controller.kafka_controller.KafkaController`)::
+
+    on_controller_failover(controller)            # arm both watches, process what is pending
+    on_preferred_replica_election(controller)     # the existence watch of /admin/preferred_replica_election fired
+    on_isr_change_notification(controller)        # the child watch of /isr_change_notification fired
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import TYPE_CHECKING
+
+from sofakafka.controller import zk_data, zk_paths
+from sofakafka.controller.store import DeleteOp, NoNodeError
+from sofakafka.controller.zk_data import TopicPartition, ZkDataError
+from sofakafka.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from sofakafka.controller.kafka_controller import KafkaController
+
+log = logging.getLogger(__name__)
+
+DELETE_BATCH = 200
+"""Notifications deleted per multi-op: one round trip for a typical burst, far below ZooKeeper's 1 MB request."""
+
+
+def on_controller_failover(controller: KafkaController) -> None:
+    controller._store.ensure_path(zk_paths.ISR_CHANGE_NOTIFICATION_PATH)
+    on_isr_change_notification(controller)
+    on_preferred_replica_election(controller)
+
+
+# ------------------------------------------------------------------------------ preferred replica election
+
+def on_preferred_replica_election(controller: KafkaController) -> None:
+    c = controller
+    if not c._active:
+        return
+    path = zk_paths.PREFERRED_REPLICA_ELECTION_PATH
+    # exists() arms the watch whether or not the znode is there: creation wakes us, and so does our own delete.
+    if c._store.exists(path, c._watch) is None:
+        return
+    try:
+        data, _ = c._store.get(path)
+    except NoNodeError:
+        return
+    try:
+        partitions = zk_data.decode_preferred_replica_election(data)
+    except ZkDataError as exc:
+        log.warning("controller: deleting an unreadable %s: %s", path, exc)
+        partitions = []
+    else:
+        _elect_preferred(c, partitions)
+    with contextlib.suppress(NoNodeError):
+        c._fenced([DeleteOp(path)])
+
+
+def _elect_preferred(c: KafkaController, partitions: list[TopicPartition]) -> None:
+    from sofakafka.controller.kafka_controller import ElectionType
+
+    wanted = sorted(set(partitions))
+    known = [tp for tp in wanted if tp in c._partitions]
+    unknown = [tp for tp in wanted if tp not in c._partitions]
+    if unknown:
+        log.info("controller: skipping the preferred election of %s: no such partitions", unknown)
+    results = c._on_elect_leaders(known, ElectionType.PREFERRED)
+    moved = sorted(tp for tp, (code, _) in results.items() if code == ErrorCode.NONE)
+    failed = {tp: code.name for tp, (code, _) in results.items()
+              if code not in (ErrorCode.NONE, ErrorCode.ELECTION_NOT_NEEDED)}
+    log.info("controller: preferred replica election requested in %s: moved %s%s",
+             zk_paths.PREFERRED_REPLICA_ELECTION_PATH, moved, f", failed {failed}" if failed else "")
+
+
+# --------------------------------------------------------------------------------- ISR change notifications
+
+def on_isr_change_notification(controller: KafkaController) -> None:
+    c = controller
+    if not c._active:
+        return
+    try:
+        children = c._store.get_children(zk_paths.ISR_CHANGE_NOTIFICATION_PATH, c._watch)
+    except NoNodeError:
+        return
+    names = [n for n in children if n.startswith(zk_paths.ISR_CHANGE_PREFIX)]
+    if not names:
+        return
+    changed: set[TopicPartition] = set()
+    read: list[str] = []
+    for name in names:
+        path = f"{zk_paths.ISR_CHANGE_NOTIFICATION_PATH}/{name}"
+        try:
+            data, _ = c._store.get(path)
+        except NoNodeError:
+            continue
+        read.append(path)
+        try:
+            changed.update(zk_data.decode_isr_change_notification(data))
+        except ZkDataError as exc:
+            log.warning("controller: ignoring an unreadable ISR change notification %s: %s", path, exc)
+    try:
+        # Kafka's updateLeaderAndIsrCache: our elections re-read the state anyway, but the cached ISR is what
+        # the controller reasons with in between.
+        for tp in sorted(changed):
+            ctx = c._partitions.get(tp)
+            if ctx is not None:
+                c._refresh_state(tp, ctx)
+    finally:
+        _delete_notifications(c, read)
+
+
+def _delete_notifications(c: KafkaController, paths: list[str]) -> None:
+    for start in range(0, len(paths), DELETE_BATCH):
+        batch = paths[start : start + DELETE_BATCH]
+        try:
+            c._fenced([DeleteOp(p) for p in batch])
+        except NoNodeError:
+            # Someone removed one of them (an operator, or a multi-op of ours whose answer was lost): the
+            # multi-op removed none, so remove them one by one.
+            for p in batch:
+                with contextlib.suppress(NoNodeError):
+                    c._fenced([DeleteOp(p)])
