@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from sofakafka.broker.config import LONG_MAX, KafkaConfig
+from sofakafka.broker.controlled_shutdown import ControlledShutdownSender
 from sofakafka.broker.fetch_session import FetchSessionCache
 from sofakafka.broker.group import GroupCoordinator
 from sofakafka.broker.handlers import load_handlers
@@ -67,6 +68,8 @@ T = TypeVar("T")
 
 # How long shutdown waits for requests already taken to be answered before closing their connections.
 SHUTDOWN_DRAIN_SECONDS = 15.0
+# How long a broker whose controlled shutdown succeeded waits to see the new leaders in its metadata cache.
+CONTROLLED_SHUTDOWN_APPLY_SECONDS = 5.0
 
 
 class Broker:
@@ -95,6 +98,7 @@ class Broker:
         self._static_broker_props = {k: str(v) for k, v in config.originals.items()}
         self.default_log_config = LogConfig.from_broker_props(self._static_broker_props)
         self._stopped = False
+        self._shutdown_begun = False
         self.started = False
 
     # -- the parts handlers use -------------------------------------------------------------------------------
@@ -210,7 +214,8 @@ class Broker:
 
                 # One store for the broker's life: it opens a new session when ZooKeeper expires one, and
                 # the controller node re-registers, reloads and re-elects (controller/session.py).
-                self.store = SessionRenewingStore(connect)
+                self.store = SessionRenewingStore(
+                    connect, session_wait_s=config.zookeeper_connection_timeout_ms / 1000.0)
                 if self.broker_id < 0:
                     self.broker_id = resolve_broker_id(self.store, [Path(d) for d in config.log_dirs],
                                                        config.get_int("reserved.broker.max.id"))
@@ -300,6 +305,7 @@ class Broker:
                 await rm.stop_replica(part.topic, part.partition, delete=False)
         if self._replication is not None:
             await self._replication.apply(snap)
+            await self._delete_removed_replicas(snap)
         for part in rm.partitions:
             cfg = self.topic_log_config(part.topic, snap)
             if cfg != part.log.config:
@@ -322,24 +328,39 @@ class Broker:
             loop.call_soon_threadsafe(lambda: loop.create_task(self._delete_replicas(broker_id, tps)))
 
     async def _delete_replicas(self, broker_id: int, partitions: list[TopicPartition]) -> None:
-        results: dict[TopicPartition, ErrorCode] = {}
-        for tp in partitions:
-            try:
-                if self._replica_manager is not None:
-                    lg = self.log_manager.get_log(tp.topic, tp.partition)
-                    cleaner = self._cleaner
-                    if cleaner is not None and lg is not None:
-                        # A cleaner pass must not be rewriting segments while their directory goes away.
-                        await self.run_blocking(functools.partial(cleaner.abort_and_pause_cleaning, lg.dir))
-                    await self._replica_manager.stop_replica(tp.topic, tp.partition, delete=True)
-                    if cleaner is not None and lg is not None:
-                        cleaner.resume_cleaning(lg.dir)
-                results[tp] = ErrorCode.NONE
-            except Exception:
-                log.exception("deleting replica %s-%d failed", tp.topic, tp.partition)
-                results[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+        results = {tp: await self._delete_local_replica(tp) for tp in partitions}
         if self._node is not None:
             self._node.controller.replica_deletion_done(broker_id, results)
+
+    async def _delete_local_replica(self, tp: TopicPartition) -> ErrorCode:
+        try:
+            if self._replica_manager is not None:
+                lg = self.log_manager.get_log(tp.topic, tp.partition)
+                cleaner = self._cleaner
+                if cleaner is not None and lg is not None:
+                    # A cleaner pass must not be rewriting segments while their directory goes away.
+                    await self.run_blocking(functools.partial(cleaner.abort_and_pause_cleaning, lg.dir))
+                await self._replica_manager.stop_replica(tp.topic, tp.partition, delete=True)
+                if cleaner is not None and lg is not None:
+                    cleaner.resume_cleaning(lg.dir)
+            return ErrorCode.NONE
+        except Exception:
+            log.exception("deleting replica %s-%d failed", tp.topic, tp.partition)
+            return ErrorCode.KAFKA_STORAGE_ERROR
+
+    async def _delete_removed_replicas(self, snap: ClusterMetadata) -> None:
+        """StopReplica(delete=true) of a completed reassignment, in the watch design: a replica the assignment no
+        longer names, which neither leads nor is in the ISR (so the state znode agrees it is gone, whichever of the
+        two znodes the cache saw first), deletes its log. Replication.apply has already stopped following it."""
+        rm = self.replica_manager
+        for topic, partition in [(lg.topic, lg.partition) for lg in self.log_manager.all_logs]:
+            p = snap.partition(topic, partition)
+            if p is None or self.broker_id in p.replicas or p.leader == self.broker_id or self.broker_id in p.isr:
+                continue
+            if rm.get_partition((topic, partition)) is not None or (topic, partition) in rm.follower_logs:
+                continue
+            log.info("%s-%d: no longer a replica (reassigned away); deleting the log", topic, partition)
+            await self._delete_local_replica(TopicPartition(topic, partition))
 
     # -- periodic work ------------------------------------------------------------------------------------------------
     def _start_periodic_tasks(self) -> None:
@@ -376,8 +397,10 @@ class Broker:
 
     # -- shutdown ------------------------------------------------------------------------------------------------------
     async def shutdown(self) -> None:
-        if self._stopped:
+        if self._stopped or self._shutdown_begun:
             return
+        self._shutdown_begun = True
+        await self._controlled_shutdown()
         self._stopped = True
         log.info("sofakafka broker %d shutting down", self.broker_id)
         await self.server.stop_accepting()
@@ -401,6 +424,35 @@ class Broker:
                 await self._metadata_task
         await self._stop_blocking_parts()
         log.info("sofakafka broker %d stopped", self.broker_id)
+
+    async def _controlled_shutdown(self) -> None:
+        """Hand our leaderships and ISR places to other brokers while we still serve (Kafka's controlled
+        shutdown; sofakafka/broker/controlled_shutdown.py), then apply the moved leadership before anything
+        stops, so producers are told NOT_LEADER_OR_FOLLOWER rather than left with a closed connection."""
+        config, node = self.config, self._node
+        if (not self.started or node is None or config.uses_embedded_store
+                or not config.get_bool("controlled.shutdown.enable")):
+            return
+        sender = ControlledShutdownSender(
+            self.broker_id, lambda: node.broker_epoch, node.cache, config.inter_broker_listener_name,
+            max_retries=config.get_int("controlled.shutdown.max.retries"),
+            retry_backoff_ms=config.get_int("controlled.shutdown.retry.backoff.ms"),
+            socket_timeout_ms=config.get_int("controller.socket.timeout.ms"))
+        log.info("broker %d: starting controlled shutdown", self.broker_id)
+        if not await asyncio.to_thread(sender.run):
+            return
+        me = self.broker_id
+
+        def moved(snap: ClusterMetadata) -> bool:
+            return not any(p.leader == me and len(p.replicas) > 1
+                           for t in snap.topics.values() for p in t.partitions.values())
+
+        # The controller wrote the new states before answering: the cache has them within moments.
+        if await asyncio.to_thread(node.cache.wait_until, moved, CONTROLLED_SHUTDOWN_APPLY_SECONDS):
+            self._schedule_metadata_apply()
+            if self._metadata_task is not None:
+                with contextlib.suppress(Exception):
+                    await self._metadata_task
 
     async def _stop_blocking_parts(self) -> None:
         loop = asyncio.get_running_loop()

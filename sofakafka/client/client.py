@@ -2,7 +2,7 @@
 
 ``KafkaClient(bootstrap_servers)`` connects lazily to one bootstrap server, learns the cluster from
 Metadata, and routes each request where Kafka routes it: produce, fetch, list offsets and delete records
-to the partition's leader; create/delete topics and create partitions to the controller; broker config
+to the partition's leader; create/delete topics, create partitions and reassignments to the controller; broker config
 resources and log dirs to the broker they name; everything else to any broker. Retriable routing errors
 (NOT_LEADER_OR_FOLLOWER, NOT_CONTROLLER, LEADER_NOT_AVAILABLE, a closed connection...) refresh metadata
 and retry with a short backoff until the call's deadline.
@@ -30,6 +30,10 @@ from sofakafka.client.errors import BrokerConnectionError, NoBrokersAvailableErr
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode, KafkaError
 from sofakafka.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+from sofakafka.protocol.messages.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+)
 from sofakafka.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from sofakafka.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 from sofakafka.protocol.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
@@ -42,6 +46,10 @@ from sofakafka.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsResponse,
 )
 from sofakafka.protocol.messages.list_offset import ListOffsetRequest, ListOffsetResponse
+from sofakafka.protocol.messages.list_partition_reassignments import (
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
 from sofakafka.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from sofakafka.protocol.messages.produce import ProduceRequest, ProduceResponse
 from sofakafka.protocol.records import (
@@ -179,6 +187,15 @@ class CreateTopicResult:
     num_partitions: int = -1
     replication_factor: int = -1
     configs: tuple[TopicConfigEntry, ...] | None = None
+
+
+@dataclass(frozen=True)
+class PartitionReassignment:
+    """An ongoing reassignment: the full replica list and the replicas being added and removed."""
+
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -574,6 +591,54 @@ class KafkaClient:
 
         return self._retry(self._deadline(), attempt, "CreatePartitions")
 
+    # -- reassignments (KIP-455) ---------------------------------------------------------------------
+
+    def alter_partition_reassignments(self, reassignments: Mapping[tuple[str, int], Sequence[int] | None], *,
+                                      timeout_ms: int = 30_000) -> dict[tuple[str, int], ItemResult]:
+        """Start (a replica list) or cancel (None) the reassignment of each ``(topic, partition)``; the results
+        say whether each started, not whether it completed."""
+        by_topic: dict[str, list[AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition]] = {}
+        for (topic, partition), replicas in reassignments.items():
+            by_topic.setdefault(topic, []).append(
+                AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition(
+                    partition_index=partition, replicas=None if replicas is None else list(replicas)))
+        request = AlterPartitionReassignmentsRequest(
+            timeout_ms=timeout_ms,
+            topics=[AlterPartitionReassignmentsRequest.ReassignableTopic(name=t, partitions=ps)
+                    for t, ps in by_topic.items()])
+
+        def attempt() -> dict[tuple[str, int], ItemResult]:
+            response = self._send_to_controller(request)
+            assert isinstance(response, AlterPartitionReassignmentsResponse)
+            _raise_top_level(response.error_code, response.error_message)
+            return {(t.name, p.partition_index): ItemResult(f"{t.name}-{p.partition_index}",
+                                                            ErrorCode.for_code(p.error_code), p.error_message)
+                    for t in response.responses for p in t.partitions}
+
+        return self._retry(self._deadline(), attempt, "AlterPartitionReassignments")
+
+    def list_partition_reassignments(self, partitions: Sequence[tuple[str, int]] | None = None, *,
+                                     timeout_ms: int = 30_000) -> dict[tuple[str, int], PartitionReassignment]:
+        """The ongoing reassignments among ``partitions`` (None: all)."""
+        topics = None
+        if partitions is not None:
+            grouped: dict[str, list[int]] = {}
+            for topic, partition in partitions:
+                grouped.setdefault(topic, []).append(partition)
+            topics = [ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics(name=t, partition_indexes=ps)
+                      for t, ps in grouped.items()]
+        request = ListPartitionReassignmentsRequest(timeout_ms=timeout_ms, topics=topics)
+
+        def attempt() -> dict[tuple[str, int], PartitionReassignment]:
+            response = self._send_to_controller(request)
+            assert isinstance(response, ListPartitionReassignmentsResponse)
+            _raise_top_level(response.error_code, response.error_message)
+            return {(t.name, p.partition_index): PartitionReassignment(
+                        tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas))
+                    for t in response.topics for p in t.partitions}
+
+        return self._retry(self._deadline(), attempt, "ListPartitionReassignments")
+
     # -- configs -------------------------------------------------------------------------------------
 
     @staticmethod
@@ -914,6 +979,12 @@ def _encode_records(records: Sequence[Record], produce_version: int, compression
     legacy = [Record(i, (r.timestamp if r.timestamp >= 0 else now) if magic == MAGIC_V1 else -1, r.key, r.value)
               for i, r in enumerate(records)]
     return build_message_set(legacy, magic=magic, compression=compression)
+
+
+def _raise_top_level(error_code: int, message: str | None) -> None:
+    code = ErrorCode.for_code(error_code)
+    if code != ErrorCode.NONE:
+        raise KafkaError(code, message)
 
 
 def _unless_not_controller(error_code: int, message: str | None = None) -> ErrorCode:
