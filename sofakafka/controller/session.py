@@ -25,10 +25,11 @@ runtime through the topic admin) uses whichever session is current without being
    :class:`StoreError` makes all of them run again after a backoff, so they must be idempotent; if the new
    session is lost meanwhile, renewal starts over instead.
 
-While no session is open, calls raise :class:`SessionExpiredError` at once, as calls on a lost session do:
-the callers already treat that as "try again later" (an ISR write fails and is retried by the next check; a
-client request gets an error and retries), and blocking them until a new session exists would hold worker
-threads for as long as ZooKeeper is unreachable.
+While no session is open, a call waits up to ``session_wait_s`` (the broker gives its
+``zookeeper.connection.timeout.ms``) for the new one, as calls on a SUSPENDED session wait for the connection,
+then goes to it; with none by then it raises :class:`SessionExpiredError`, which callers already treat as "try
+again later" (an ISR write is retried by the next check, a request answers an error the client retries).
+Waiting without a bound would hold worker threads for as long as ZooKeeper is unreachable.
 
 Why a wrapper rather than building a new ControllerNode per session: a new node would have to be handed to
 every component that captured the old store or node (the replication wiring, the producer-id manager, the
@@ -76,8 +77,10 @@ class SessionRenewingStore(MetadataStore):
         *,
         retry_backoff_s: float = DEFAULT_RETRY_BACKOFF_S,
         max_retry_backoff_s: float = DEFAULT_MAX_RETRY_BACKOFF_S,
+        session_wait_s: float = 0.0,
     ) -> None:
         self._connect = connect
+        self._session_wait_s = session_wait_s
         self._retry_backoff_s = retry_backoff_s
         self._max_retry_backoff_s = max_retry_backoff_s
         self._listeners: list[StateListener] = []
@@ -136,6 +139,7 @@ class SessionRenewingStore(MetadataStore):
                     self._current = new
                     self._lost_session = None
                     self.sessions_opened += 1
+                    self._lock.notify_all()  # calls waiting for a session
                     if new.closed:
                         # Lost between opening and becoming current: its LOST was not ours to report yet.
                         self._lost_session = new
@@ -192,9 +196,15 @@ class SessionRenewingStore(MetadataStore):
             return self._lock.wait_for(lambda: self._closed, seconds)
 
     def _session(self) -> MetadataStore:
+        current = self._current
+        if (current.closed and not self._closed and self._session_wait_s > 0
+                and threading.current_thread() is not self._thread):  # the one thread that would end the wait
+            with self._lock:
+                self._lock.wait_for(lambda: self._closed or not self._current.closed, self._session_wait_s)
+                current = self._current
         if self._closed:
             raise SessionExpiredError("the metadata store is closed")
-        return self._current
+        return current
 
     # --------------------------------------------------------------------------------- MetadataStore
 

@@ -193,6 +193,37 @@ def test_renewal_retries_until_zookeeper_answers(connect: Callable[[], ZooKeeper
         store.get("/alive")
 
 
+def test_a_call_made_without_a_session_waits_for_the_new_one(connect: Callable[[], ZooKeeperMetadataStore],
+                                                             zookeeper: ZooKeeperServer) -> None:
+    gate = threading.Event()
+    attempts: list[int] = []
+
+    def gated() -> MetadataStore:
+        attempts.append(1)
+        if len(attempts) > 1:
+            assert gate.wait(WAIT_S)
+        return connect()
+
+    store = SessionRenewingStore(gated, session_wait_s=WAIT_S)
+    answers: list[object] = []
+    try:
+        first = store.current_session
+        assert isinstance(first, ZooKeeperMetadataStore)
+        store.create("/before", b"")
+        expire(zookeeper, first)
+        wait_for("the renewal to be under way", lambda: len(attempts) == 2)
+        caller = threading.Thread(target=lambda: answers.append(store.exists("/before")))
+        caller.start()
+        assert not answers  # no session: nothing could have answered it
+        gate.set()
+        caller.join(WAIT_S)
+        assert answers and answers[0] is not None
+        assert store.session_id != first.session_id
+    finally:
+        gate.set()
+        store.close()
+
+
 def test_a_failing_new_session_listener_is_retried(connect: Callable[[], ZooKeeperMetadataStore],
                                                    zookeeper: ZooKeeperServer) -> None:
     store = SessionRenewingStore(connect, retry_backoff_s=0.05)
