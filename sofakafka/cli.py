@@ -21,6 +21,10 @@ def main(argv: list[str] | None = None) -> int:
 
     if args and args[0] in cli_admin.VERBS:
         return cli_admin.main(args)
+    if args and args[0] == "reassign":
+        from sofakafka import cli_reassign
+
+        return cli_reassign.main(args[1:])
     if args and args[0] == "cluster":
         from sofakafka import cluster_launcher
 
@@ -28,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="sofakafka", description="A Kafka-compatible broker in Python.",
         epilog="console tools (like Kafka's bin/ scripts): " + ", ".join(f"sofakafka {v}" for v in cli_admin.VERBS)
-        + "; each takes --help. A local cluster: sofakafka cluster up|down|status")
+        + ", sofakafka reassign; each takes --help. A local cluster: sofakafka cluster up|down|status")
     parser.add_argument("--version", action="version", version=f"sofakafka {__version__}")
     verbs = parser.add_subparsers(dest="verb")
     serve = verbs.add_parser("serve", help="run a broker",

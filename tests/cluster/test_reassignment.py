@@ -17,12 +17,16 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
+import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError
 from kazoo.client import KazooClient
 
+from sofakafka import cli_reassign
 from tests.cluster.conftest import ZooKeeperServer
 from tests.integration.conftest import BrokerProcess
 
@@ -106,14 +110,17 @@ def read_all(bootstrap: str, expected: int) -> dict[int, bytes]:
 
 
 def test_reassignment_under_load_through_the_api_and_the_legacy_znode(
-    zk_broker_factory: Callable[..., BrokerProcess], zookeeper: ZooKeeperServer, zk_chroot: str
+    zk_broker_factory: Callable[..., BrokerProcess], zookeeper: ZooKeeperServer, zk_chroot: str,
+    capsys: pytest.CaptureFixture[str], tmp_path: Path,
 ) -> None:
     # Broker 1 starts first and so is the controller; broker 3, the one being added, can be frozen safely.
     brokers = {i: zk_broker_factory({**SETTINGS, "broker.id": str(i)}, name=f"broker{i}-") for i in (1, 2, 3)}
     zk = KazooClient(hosts=zookeeper.hosts + zk_chroot)
     zk.start(timeout=30)
     bootstrap = ",".join(b.bootstrap for b in brokers.values())
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
+    # Clients that must answer while broker 3 is frozen never bootstrap through it.
+    admin = KafkaAdminClient(bootstrap_servers=f"{brokers[1].bootstrap},{brokers[2].bootstrap}",
+                             request_timeout_ms=30000)
     try:
         wait_for("three registered brokers", lambda: sorted(zk.get_children("/brokers/ids")) == ["1", "2", "3"],
                  brokers)
@@ -124,13 +131,13 @@ def test_reassignment_under_load_through_the_api_and_the_legacy_znode(
             doc: dict[str, object] = json.loads(zk.get(f"/brokers/topics/{TOPIC}")[0])
             return doc
 
-        def state() -> dict[str, object]:
-            doc: dict[str, object] = json.loads(zk.get(f"/brokers/topics/{TOPIC}/partitions/0/state")[0])
+        def state() -> dict[str, Any]:
+            doc: dict[str, Any] = json.loads(zk.get(f"/brokers/topics/{TOPIC}/partitions/0/state")[0])
             return doc
 
         wait_for("the partition in sync on [1, 2]",
                  lambda: zk.exists(f"/brokers/topics/{TOPIC}/partitions/0/state") is not None
-                 and sorted(state()["isr"]) == [1, 2], brokers)  # type: ignore[arg-type]
+                 and sorted(state()["isr"]) == [1, 2], brokers)
 
         load = LoadProducer(bootstrap)
         with load.running():
@@ -145,14 +152,24 @@ def test_reassignment_under_load_through_the_api_and_the_legacy_znode(
                     TP: {"replicas": [2, 3, 1], "adding_replicas": [3], "removing_replicas": [1]}}
                 assert topic_znode() == {"version": 2, "partitions": {"0": [2, 3, 1]},
                                          "adding_replicas": {"0": [3]}, "removing_replicas": {"0": [1]}}
+                capsys.readouterr()
+                assert cli_reassign.main(["--bootstrap-server", brokers[1].bootstrap, "--list"]) == 0
+                assert "moving-0: replicas: 2,3,1. adding: 3. removing: 1." in capsys.readouterr().out
             finally:
                 os.kill(frozen.pid, signal.SIGCONT)
 
             final = {"version": 2, "partitions": {"0": [2, 3]}, "adding_replicas": {}, "removing_replicas": {}}
             wait_for("the reassignment to complete", lambda: topic_znode() == final, brokers)
             assert admin.list_partition_reassignments() == {}
+            plan = tmp_path / "plan.json"
+            plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": TOPIC, "partition": 0,
+                                                                      "replicas": [2, 3]}]}))
+            capsys.readouterr()
+            assert cli_reassign.main(["--bootstrap-server", bootstrap, "--reassignment-json-file", str(plan),
+                                      "--verify"]) == 0
+            assert "Reassignment of partition moving-0 is complete." in capsys.readouterr().out
             moved = state()
-            assert moved["leader"] in (2, 3) and sorted(moved["isr"]) == [2, 3]  # type: ignore[arg-type]
+            assert moved["leader"] in (2, 3) and sorted(moved["isr"]) == [2, 3]
             wait_for("broker 1's replica deleted", lambda: not (brokers[1].data_dir / f"{TOPIC}-0").exists(), brokers)
             after = load.count()
             wait_for("records acknowledged after the move", lambda: load.count() >= after + 200, brokers)
@@ -166,7 +183,7 @@ def test_reassignment_under_load_through_the_api_and_the_legacy_znode(
                          "version": 2, "partitions": {"0": [3, 1]}, "adding_replicas": {}, "removing_replicas": {}},
                      brokers)
             back = state()
-            assert back["leader"] in (3, 1) and sorted(back["isr"]) == [1, 3]  # type: ignore[arg-type]
+            assert back["leader"] in (3, 1) and sorted(back["isr"]) == [1, 3]
             wait_for("broker 2's replica deleted", lambda: not (brokers[2].data_dir / f"{TOPIC}-0").exists(), brokers)
             after = load.count()
             wait_for("records acknowledged after the second move", lambda: load.count() >= after + 100, brokers)
