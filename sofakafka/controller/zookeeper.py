@@ -21,7 +21,8 @@ and fires the event a missed change would have fired (Java's client gets the sam
 Session states. kazoo's CONNECTED / SUSPENDED / LOST reach listeners as :class:`SessionState`. LOST is
 final for this object: kazoo would quietly start a new session, but a new session has none of our
 ephemerals, so the store stops kazoo and refuses every later call with :class:`SessionExpiredError`; its
-owner starts a new store. A session SUSPENDED for longer than the session timeout has expired on
+owner starts a new store (a broker's :class:`~sofakafka.controller.session.SessionRenewingStore` does, and
+re-creates the ephemerals and watches the lost session took). A session SUSPENDED for longer than the session timeout has expired on
 the server whether or not a reconnect tells us, so the store declares it LOST then (as Curator does).
 
 Retries and deadlines. Reads and ``sync`` are retried after a connection loss until the connection timeout

@@ -12,6 +12,7 @@ from sofakafka.controller.embedded import EmbeddedMetadataStore
 from sofakafka.controller.metadata import ClusterMetadata, MetadataCache
 from sofakafka.controller.node import ControllerNode
 from sofakafka.controller.registration import create_top_level_paths, make_registration, register_broker
+from sofakafka.controller.store import ConnectionLossError
 from sofakafka.controller.topics import NewTopic
 from sofakafka.controller.zk_data import (
     BrokerEndpoint,
@@ -194,3 +195,44 @@ def test_has_leaders_needs_every_partition_led_by_a_registered_broker(
     register_broker(store, make_registration(1, plaintext()))
     assert until(cache, lambda s: s.has_leaders("led")).has_leaders("led")
     assert not snap.has_leaders("missing")
+
+
+def test_reload_reads_everything_again_and_keeps_the_view_when_a_read_fails(
+    node: ControllerNode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What a renewed ZooKeeper session asks of the cache: a full re-read. A failed one (the new session lost
+    # too) must leave the previous view in place rather than a half-read tree.
+    node.admin.create_topic(NewTopic("kept", 2, 1))
+    settle(node)
+    before = until(node.cache, lambda s: s.has_leaders("kept"))
+    heard: list[int] = []
+    news = threading.Event()
+
+    def listener(snap: ClusterMetadata) -> None:
+        heard.append(snap.version)
+        news.set()
+
+    node.cache.add_listener(listener)
+    real_get = node.store.get
+
+    def failing_get(path: str, watch: object = None) -> object:
+        if path.startswith("/brokers/topics/kept/partitions"):
+            raise ConnectionLossError("lost (simulated)", path)
+        return real_get(path, watch)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(node.store, "get", failing_get)
+    with pytest.raises(ConnectionLossError):
+        node.cache.reload()
+    assert node.cache.snapshot() is before
+    monkeypatch.undo()
+
+    news.clear()
+    node.cache.reload()
+    after = until(node.cache, lambda s: s.version > before.version)
+    assert after.topics["kept"].partitions == before.topics["kept"].partitions
+    assert (dict(after.brokers), after.controller_id, after.cluster_id) == \
+        (dict(before.brokers), before.controller_id, before.cluster_id)
+    assert news.wait(SETTLE_TIMEOUT) and heard[-1] >= before.version + 1
+    # Still watching: a change after the reload arrives as usual.
+    node.admin.create_topic(NewTopic("later", 1, 1))
+    until(node.cache, lambda s: s.has_leaders("later"))
