@@ -14,8 +14,8 @@ elects from) always contains every replica the high watermark was computed over:
 Each change is also announced under ``/isr_change_notification`` (persistent sequential znodes holding the
 changed partitions, batched like Kafka's ``isr.change.notification`` every few seconds), which is what Kafka's
 controller watches to refresh other brokers (and then deletes). Our brokers read partition state straight from
-the tree, so the notification carries no duty here beyond keeping the layout Kafka's tools expect; deleting them
-is the controller's part (docs/cluster.md, "Not done").
+the tree, so the notification carries no duty here beyond keeping the layout Kafka's tools expect; the controller reads and
+deletes them (sofakafka/controller/admin_notifications.py).
 
 Threads: ``maybe_expand`` and the periodic shrink run on the event loop; store writes run on the broker's
 blocking executor.
