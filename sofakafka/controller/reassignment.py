@@ -388,6 +388,8 @@ class ReassignmentManager:
             return
         failed: set[TopicPartition] = set()
         for tp, target in sorted(requested.items()):
+            if self._ongoing.get(tp) == self._current(tp).reassign_to(target):
+                continue  # already moving there (our own rewrite of the znode fired the watch): nothing to check
             result = self._validate(tp, target)
             if result is None:
                 built = self._build(tp, target)

@@ -231,3 +231,23 @@ def test_reassign_to_is_measured_from_the_original_replicas(origin: list[int], t
     encoded = TopicAssignment({0: current.replicas}, {0: current.adding_replicas}, {0: current.removing_replicas})
     decoded = TopicAssignment.decode("t", encoded.encode())
     assert tuple(decoded.adding_replicas.get(0, ())) == current.adding_replicas
+
+
+def test_a_listed_reassignment_in_flight_stays_listed_when_its_new_broker_dies(cluster: Cluster) -> None:
+    """Re-reading the legacy znode (any change to it fires the watch) must not re-validate what already runs:
+    broker 3 being down now does not cancel the move to it, which completes when 3 returns."""
+    store = started(cluster, 3, [1, 2])
+    entry = encode_reassignment({TP: [2, 3]})
+    store.create("/admin/reassign_partitions", entry, makepath=True)
+    cluster.settle()
+    cluster.kill(3)
+    cluster.settle()
+    store.set("/admin/reassign_partitions", entry)
+    cluster.settle()
+    assert store.get("/admin/reassign_partitions")[0] == entry
+    assert cluster.nodes[1].controller.reassignments.list_partition_reassignments(None, TIMEOUT) == {
+        TP: OngoingReassignment((2, 3, 1), (3,), (1,))}
+    cluster.start(3)
+    catch_up(cluster, store, [1, 2, 3])
+    assert store.exists("/admin/reassign_partitions") is None
+    assert read_json(store, "/brokers/topics/moving")["partitions"]["0"] == [2, 3]
