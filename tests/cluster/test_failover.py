@@ -277,16 +277,17 @@ def test_a_broker_whose_zookeeper_session_expires_loses_no_acknowledged_record(c
     victim = preferred[1]
     pid = cluster.record(victim).pid
     zk = KazooClient(hosts=f"127.0.0.1:{cluster.state.zk_port}")
-    zk.start(WAIT_S)
 
     def broker_epoch(broker_id: int) -> int | None:
         stat = zk.exists(f"/brokers/ids/{broker_id}")
         return None if stat is None else int(stat.czxid)
 
-    old_epoch = broker_epoch(victim)
-    assert old_epoch is not None
+    old_epochs: dict[int, int] = {}
 
     def freeze(broker_id: int) -> None:
+        epoch = broker_epoch(broker_id)
+        assert epoch is not None
+        old_epochs[broker_id] = epoch
         os.kill(cluster.record(broker_id).pid, signal.SIGSTOP)
 
     def thaw(broker_id: int) -> None:
@@ -294,12 +295,13 @@ def test_a_broker_whose_zookeeper_session_expires_loses_no_acknowledged_record(c
             wait_for("the frozen broker to leave the cluster", lambda: broker_id not in c.metadata([]).brokers)
         os.kill(cluster.record(broker_id).pid, signal.SIGCONT)
         wait_for("the woken broker to register again with a new broker epoch",
-                 lambda: (broker_epoch(broker_id) or 0) > old_epoch)
+                 lambda: (broker_epoch(broker_id) or 0) > old_epochs[broker_id])
         try:
             cluster.wait_full_isr([topic])
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{cluster.logs()}") from None
 
+    zk.start(WAIT_S)
     try:
         fail_under_load(cluster, topic, lambda: victim, freeze, thaw)
     finally:
