@@ -42,7 +42,14 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from sofakafka.controller import zk_data, zk_paths
-from sofakafka.controller.store import EventType, MetadataStore, NoNodeError, StoreError, WatchedEvent
+from sofakafka.controller.store import (
+    EventType,
+    MetadataStore,
+    NoNodeError,
+    SessionExpiredError,
+    StoreError,
+    WatchedEvent,
+)
 from sofakafka.controller.zk_data import BrokerEndpoint, BrokerRegistration, PartitionState, TopicAssignment
 
 log = logging.getLogger(__name__)
@@ -253,6 +260,10 @@ class MetadataCache:
                     return
                 if self._dispatch(event):
                     self._changed_model()
+        except SessionExpiredError as exc:
+            # Nothing to repair here: whoever renews the session calls reload(), which reads everything again.
+            log.info("metadata cache left %s on %s to the reload after a new session: %s", event.type.name,
+                     event.path, exc)
         except (StoreError, ValueError) as exc:
             # ValueError covers ZkDataError: a znode another writer filled with something we cannot read.
             log.warning("metadata cache could not apply %s on %s: %s", event.type.name, event.path, exc)
