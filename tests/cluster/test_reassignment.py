@@ -21,12 +21,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition, errors
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError
 from kazoo.client import KazooClient
 
 from sofakafka import cli_reassign
+from sofakafka.client.connection import BrokerConnection
+from sofakafka.protocol.errors import ErrorCode
+from sofakafka.protocol.messages.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+)
+from sofakafka.protocol.messages.list_partition_reassignments import (
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
 from tests.cluster.conftest import ZooKeeperServer
 from tests.integration.conftest import BrokerProcess
 
@@ -192,6 +202,23 @@ def test_reassignment_under_load_through_the_api_and_the_legacy_znode(
         found = read_all(bootstrap, max(acked) + 1)
         missing = {offset: value for offset, value in acked.items() if found.get(offset) != value}
         assert not missing, f"{len(missing)} acknowledged records not where they were acknowledged"
+
+        # Refusals as Kafka words them, through the stock client and, on a broker that is not the controller,
+        # through the wire.
+        assert admin.alter_partition_reassignments({TP: [3, 9], TopicPartition(TOPIC, 7): [1]}) == {
+            TP: errors.InvalidReplicationAssignmentError, TopicPartition(TOPIC, 7): errors.UnknownTopicOrPartitionError}
+        assert admin.alter_partition_reassignments({TP: None}) == {TP: errors.NoReassignmentInProgressError}
+        with BrokerConnection(brokers[2].host, brokers[2].port, timeout_s=30) as conn:
+            alter = conn.send(AlterPartitionReassignmentsRequest(topics=[
+                AlterPartitionReassignmentsRequest.ReassignableTopic(name=TOPIC, partitions=[
+                    AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition(
+                        partition_index=0, replicas=[1, 2])])]), 0)
+            assert isinstance(alter, AlterPartitionReassignmentsResponse)
+            assert (alter.error_code, alter.responses) == (ErrorCode.NOT_CONTROLLER, [])
+            listed = conn.send(ListPartitionReassignmentsRequest(), 0)
+            assert isinstance(listed, ListPartitionReassignmentsResponse)
+            assert listed.error_code == ErrorCode.NOT_CONTROLLER
+        assert topic_znode()["partitions"] == {"0": [3, 1]}
     finally:
         admin.close()
         zk.stop()
