@@ -38,6 +38,8 @@ Public API::
     controller.configure_leader_rebalance(enable, interval_s, imbalance_percentage)
     controller.shutdown()                   # stops the thread; the session's close removes /controller
     controller.on_new_session()             # after the store replaced a lost session: run for election again
+    controller.reassignments.alter_partition_reassignments({tp: replicas or None}, timeout) -> {tp: (code, message)}
+    controller.reassignments.list_partition_reassignments(partitions or None, timeout) -> {tp: OngoingReassignment}
 
 * **Requested elections** (the ElectLeaders API, :meth:`KafkaController.elect_leaders`). Preferred: the
   first replica of the assignment becomes leader when it is alive and in the ISR (ELECTION_NOT_NEEDED when
