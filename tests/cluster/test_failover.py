@@ -309,13 +309,15 @@ def test_a_broker_whose_zookeeper_session_expires_loses_no_acknowledged_record(c
         zk.close()
     assert cluster.live() == sorted(cluster.state.brokers)
     assert cluster.record(victim).pid == pid, "the broker was restarted; it had to come back by itself"
-    assert all(leader != victim for leader, _ in cluster.partitions(topic).values())
 
     admin = AdminClient({"bootstrap.servers": cluster.all_bootstrap})
     everything = [CKTopicPartition(topic, p) for p in range(PARTITIONS)]
     results = admin.elect_leaders(CKElectionType.PREFERRED, everything).result(60)
     moved = {tp.partition for tp, e in results.items() if e is None}
-    assert moved == {p for p, leader in preferred.items() if leader == victim}, results
+    # This module's cluster keeps Kafka's auto.leader.rebalance.enable (every 300 s): if its check happened to
+    # run since the broker came back, it moved leadership first and this election had nothing left to do.
+    assert moved <= {p for p, leader in preferred.items() if leader == victim}, results
+    assert all(e is None or _code(e) == CKError.ELECTION_NOT_NEEDED for e in results.values()), results
     wait_for("every partition led by its preferred replica again",
              lambda: {p: leader for p, (leader, _) in cluster.partitions(topic).items()} == preferred)
     # The woken broker leads again and serves every record acknowledged before, during and after its absence.
