@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,29 @@ def test_a_duplicate_broker_id_is_refused_and_a_retry_by_the_same_session_is_not
         # Once the first broker's session ends, the id is free again, with a new epoch.
         first.close()
         assert register_broker(second, make_registration(1, plaintext(9093))) > epoch
+
+
+def test_a_registration_of_our_own_lost_session_is_waited_out_but_only_for_so_long(tmp_path: Path) -> None:
+    # After a session renewal the old session's registration may linger until the server expires it. Ours is
+    # waited out; if it outlasts the wait it is refused like any other (and the renewal tries again later).
+    with EmbeddedMetadataServer.open(tmp_path / "meta", fsync=False) as server:
+        old, new = server.connect(), server.connect()
+        epoch = register_broker(old, make_registration(1, plaintext()))
+        with pytest.raises(BrokerIdInUseError):
+            register_broker(new, make_registration(1, plaintext()), stale_session_ids={old.session_id},
+                            stale_wait_s=0.05)
+        other = server.connect()
+        with pytest.raises(BrokerIdInUseError):
+            # Not one of our sessions: a duplicate broker id, whatever the wait.
+            register_broker(new, make_registration(1, plaintext()), stale_session_ids={other.session_id},
+                            stale_wait_s=60)
+        closer = threading.Timer(0.2, old.close)
+        closer.start()
+        try:
+            renewed = register_broker(new, make_registration(1, plaintext()), stale_session_ids={old.session_id},
+                                      stale_wait_s=60)
+        finally:
+            closer.join()
+        assert renewed > epoch
+        stat = new.exists("/brokers/ids/1")
+        assert stat is not None and stat.ephemeral_owner == new.session_id
