@@ -50,6 +50,7 @@ SETTINGS = {
     "replica.fetch.wait.max.ms": "200",
     "replica.fetch.backoff.ms": "200",
     "offsets.topic.replication.factor": "1",
+    "min.insync.replicas": "2",
 }
 
 
