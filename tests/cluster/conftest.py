@@ -121,10 +121,13 @@ def zk_chroot(request: pytest.FixtureRequest) -> str:
 def zk_broker_factory(
     tmp_path: Path, zookeeper: ZooKeeperServer, zk_chroot: str
 ) -> Iterator[Callable[..., BrokerProcess]]:
-    """Broker processes of this test using the ZooKeeper under the test's chroot; all killed at the end."""
+    """Broker processes of this test using the ZooKeeper under the test's chroot; all killed at the end.
+
+    ``start=False`` hands the broker back unstarted, so that a test can start several at once (each start waits
+    for its broker to answer, most of it idle time)."""
     started: list[BrokerProcess] = []
 
-    def make(overrides: dict[str, str] | None = None, *, name: str = "broker") -> BrokerProcess:
+    def make(overrides: dict[str, str] | None = None, *, name: str = "broker", start: bool = True) -> BrokerProcess:
         settings = {
             "zookeeper.connect": zookeeper.hosts + zk_chroot,
             "zookeeper.session.timeout.ms": "6000",
@@ -132,7 +135,7 @@ def zk_broker_factory(
         settings.update(overrides or {})
         b = BrokerProcess(tmp_path / f"{name}{len(started)}", settings)
         started.append(b)
-        return b.start()
+        return b.start() if start else b
 
     try:
         yield make

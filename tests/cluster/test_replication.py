@@ -13,6 +13,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -122,8 +123,18 @@ def make_cluster(zk_broker_factory: Callable[..., BrokerProcess], zookeeper: Zoo
     def make(extra: dict[str, str] | None = None,
              per_broker: Callable[[int], dict[str, str]] = lambda _i: {}) -> Cluster:
         settings = {**BROKER_SETTINGS, **(extra or {})}
-        brokers = [zk_broker_factory({**settings, **per_broker(i), "broker.id": str(i)}, name=f"broker{i}-")
-                   for i in range(3)]
+
+        def unstarted(i: int) -> BrokerProcess:
+            return zk_broker_factory({**settings, **per_broker(i), "broker.id": str(i)}, name=f"broker{i}-",
+                                     start=False)
+
+        brokers = [unstarted(i) for i in range(3)]
+        # Ports are picked before any broker binds one, so two picks may coincide: pick again.
+        while len({b.port for b in brokers}) < len(brokers):
+            brokers = [unstarted(i) for i in range(3)]
+        # Started together: most of a start is waiting for the broker to come up.
+        with ThreadPoolExecutor(len(brokers)) as pool:
+            list(pool.map(BrokerProcess.start, brokers))
         zk = KazooClient(hosts=zookeeper.hosts + zk_chroot)
         clients.append(zk)
         zk.start(timeout=30)
