@@ -14,6 +14,13 @@ A Fetch v7+ request names a session id and an epoch:
   incremental response carried move to the back of the session's order, so a response cut short by
   ``max_bytes`` does not starve the partitions behind it.
 
+A follower's session (``replica_id`` >= 0) is read like a consumer's, but what the leader fetches matters more
+than what it answers: every partition of the session goes to ``ReplicaManager.fetch_messages`` with the fetch
+offset the session remembers, so the follower's log end offset and caught-up time are recorded for partitions
+the request left out (their offset did not change) just as for those it named. The ISR and the high watermark
+depend on it; a follower whose quiet partitions went unrecorded would be dropped from the ISR after
+``replica.lag.time.max.ms``.
+
 The cache holds at most ``max.incremental.fetch.session.cache.slots`` sessions. When full, a new session
 replaces the least recently used one if that one has been idle for ``eviction_ms`` (Kafka's two minutes) or
 if the newcomer is a follower and the old one a consumer (followers are privileged, as in Kafka); otherwise the

@@ -483,7 +483,12 @@ class ReplicaFetcher:
             raise
         assert isinstance(response, FetchResponse)
         answered = [(t.name, p.partition_index) for t in response.topics for p in t.partitions]
-        if not self.session.handle_response(data, response.error_code, response.session_id, answered):
+        opened = self.session.sessions_opened
+        accepted = self.session.handle_response(data, response.error_code, response.session_id, answered)
+        if self.session.sessions_opened != opened:
+            log.info("fetch session %d opened with broker %d for %d partitions", self.session.session_id,
+                     self.source_broker, len(data.session))
+        if not accepted:
             if response.error_code not in _SESSION_ERRORS:
                 # Anything else at the top level is the leader's trouble, not the session's: do not hammer it.
                 log.info("fetch from broker %d failed with %s", self.source_broker,
