@@ -21,10 +21,14 @@ the request left out (their offset did not change) just as for those it named. T
 depend on it; a follower whose quiet partitions went unrecorded would be dropped from the ISR after
 ``replica.lag.time.max.ms``.
 
-The cache holds at most ``max.incremental.fetch.session.cache.slots`` sessions. When full, a new session
-replaces the least recently used one if that one has been idle for ``eviction_ms`` (Kafka's two minutes) or
-if the newcomer is a follower and the old one a consumer (followers are privileged, as in Kafka); otherwise the
-fetch proceeds without a session.
+The cache holds at most ``max.incremental.fetch.session.cache.slots`` sessions. When full, a newcomer makes
+room by Kafka's rules: the least recently used session goes if it has been idle longer than ``eviction_ms``
+(Kafka's two minutes); otherwise the least valuable evictable session goes if the newcomer is worth at least as
+much, value being (privileged, number of partitions) — followers are privileged. A follower may evict any
+consumer's session and a privileged one older than ``eviction_ms``; a consumer only sessions older than
+``eviction_ms``. Kafka breaks ties by the random session id; here the least recently used goes first. With
+no room the fetch proceeds without a session (session id 0), and the fetcher asks again next time. An
+incremental fetch that forgets a session's last partition closes the session, as in Kafka.
 
 Everything here runs on the event loop; no locking.
 """
@@ -58,6 +62,7 @@ class FetchSession:
     def __init__(self, session_id: int, privileged: bool, now_ms: int) -> None:
         self.id = session_id
         self.privileged = privileged
+        self.creation_ms = now_ms
         self.partitions: OrderedDict[TopicPartition, CachedPartition] = OrderedDict()
         self.epoch = INITIAL_EPOCH + 1  # the epoch the next incremental request must carry
         self.last_used_ms = now_ms
@@ -141,7 +146,7 @@ class FetchSessionCache:
                 self._sessions.pop(session_id, None)
             if epoch == FINAL_EPOCH:
                 return FetchContext(list(partitions))
-            session = self._create(privileged, now)
+            session = self._create(privileged, len(partitions), now)
             if session is None:
                 return FetchContext(list(partitions))
             for req in partitions:
@@ -152,9 +157,6 @@ class FetchSessionCache:
             return FetchContext([], error=ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
         if epoch != session.epoch:
             return FetchContext([], error=ErrorCode.INVALID_FETCH_SESSION_EPOCH)
-        session.epoch = session.epoch + 1 if session.epoch < 0x7FFFFFFF else 1
-        session.last_used_ms = now
-        self._sessions.move_to_end(session_id)
         for tp in forgotten:
             session.partitions.pop(tp, None)
         for req in partitions:
@@ -163,25 +165,45 @@ class FetchSessionCache:
                 session.partitions[req.tp] = CachedPartition(req)
             else:
                 cached.request = req
+        if not session.partitions:
+            # Nothing left to remember: the slot is worth more to someone else.
+            del self._sessions[session_id]
+            return FetchContext([])
+        session.epoch = session.epoch + 1 if session.epoch < 0x7FFFFFFF else 1
+        session.last_used_ms = now
+        self._sessions.move_to_end(session_id)
         fetch = [c.request for c in session.partitions.values()]
         return FetchContext(fetch, session.id, session=session, incremental=True)
 
-    def _create(self, privileged: bool, now: int) -> FetchSession | None:
+    def _create(self, privileged: bool, size: int, now: int) -> FetchSession | None:
         if self.max_slots <= 0:
             return None
-        if len(self._sessions) >= self.max_slots and not self._evict_one(privileged, now):
+        if len(self._sessions) >= self.max_slots and not self._evict_one(privileged, size, now):
             return None
         session_id = self._new_id()
         session = FetchSession(session_id, privileged, now)
         self._sessions[session_id] = session
         return session
 
-    def _evict_one(self, privileged: bool, now: int) -> bool:
-        for sid, session in self._sessions.items():
-            if now - session.last_used_ms >= self.eviction_ms or (privileged and not session.privileged):
-                del self._sessions[sid]
-                return True
-        return False
+    def _evict_one(self, privileged: bool, size: int, now: int) -> bool:
+        if not self._sessions:
+            return False
+        oldest = next(iter(self._sessions.values()))
+        if now - oldest.last_used_ms > self.eviction_ms:
+            del self._sessions[oldest.id]
+            return True
+        # Kafka decides whether a session is evictable when it is used, so its age counts up to its last use.
+        evictable = [s for s in self._sessions.values()
+                     if s.last_used_ms - s.creation_ms > self.eviction_ms or (privileged and not s.privileged)]
+        if not evictable:
+            return False
+        # min() keeps the first of equals: the least recently used, since the dict is in order of use.
+        victim = min(evictable, key=lambda s: (s.privileged, len(s.partitions)))
+        # Kafka's key ends with the session id, the newcomer's being 0: an equal newcomer is worth less.
+        if (privileged, size) <= (victim.privileged, len(victim.partitions)):
+            return False
+        del self._sessions[victim.id]
+        return True
 
     def _new_id(self) -> int:
         for _ in itertools.count():

@@ -295,3 +295,70 @@ def test_an_incremental_response_carries_a_partition_redirected_to_a_preferred_r
     full.response_partitions([same])
     inc = cache.new_context(full.session_id, 1, [], [], privileged=False)
     assert len(inc.response_partitions([same], must_answer={("t", 0)})) == 1
+
+
+def _open(cache: FetchSessionCache, partitions: int, *, privileged: bool, name: str) -> int:
+    reqs = [FetchPartitionRequest(name, p, 0, MAX_BYTES) for p in range(partitions)]
+    return cache.new_context(0, INITIAL_EPOCH, reqs, [], privileged=privileged).session_id
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def test_a_full_cache_evicts_by_kafkas_value_order() -> None:
+    clock = _Clock()
+    cache = FetchSessionCache(2, eviction_ms=1000, clock_ms=clock)
+    small = _open(cache, 1, privileged=False, name="small")
+    big = _open(cache, 5, privileged=False, name="big")
+    # A follower displaces the consumer session with the fewest partitions, and the next one the other.
+    f = _open(cache, 1, privileged=True, name="f")
+    assert f != 0 and cache.get(small) is None and cache.get(big) is not None
+    assert _open(cache, 9, privileged=False, name="c") == 0  # a consumer displaces nothing young
+    g = _open(cache, 1, privileged=True, name="g")
+    assert g != 0 and cache.get(big) is None
+    assert _open(cache, 9, privileged=True, name="h") == 0  # nor does a follower displace a young follower
+
+    def use(sid: int) -> None:
+        session = cache.get(sid)
+        assert session is not None
+        assert cache.new_context(sid, session.epoch, [], [], privileged=session.privileged).error == ErrorCode.NONE
+
+    # Used more than eviction_ms after creation, a session may go for a newcomer worth more, never an equal.
+    clock.now = 1500
+    use(f)
+    use(g)
+    assert _open(cache, 9, privileged=False, name="c") == 0  # a consumer is worth less than any follower
+    assert _open(cache, 1, privileged=True, name="h") == 0  # an equal
+    h = _open(cache, 2, privileged=True, name="h")
+    assert h != 0 and cache.get(f) is None and cache.get(g) is not None  # the least recently used of equals
+    # Any session idle longer than eviction_ms makes room for anyone.
+    clock.now = 4000
+    assert _open(cache, 1, privileged=False, name="late") != 0 and len(cache) == 2
+
+
+def test_a_bigger_consumer_displaces_an_old_smaller_one() -> None:
+    clock = _Clock()
+    cache = FetchSessionCache(1, eviction_ms=1000, clock_ms=clock)
+    old = _open(cache, 5, privileged=False, name="old")
+    clock.now = 1500
+    assert cache.new_context(old, 1, [], [], privileged=False).error == ErrorCode.NONE
+    assert _open(cache, 5, privileged=False, name="same") == 0
+    assert _open(cache, 6, privileged=False, name="bigger") != 0 and cache.get(old) is None
+
+
+def test_forgetting_the_last_partition_closes_the_session() -> None:
+    cache = FetchSessionCache(10)
+    sid = cache.new_context(0, INITIAL_EPOCH, [FetchPartitionRequest("t", 0, 0, MAX_BYTES)], [],
+                            privileged=True).session_id
+    ctx = cache.new_context(sid, 1, [], [("t", 0)], privileged=True)
+    assert ctx.session_id == INVALID_SESSION_ID and ctx.error == ErrorCode.NONE and cache.get(sid) is None
+    # The follower's handler takes a session id of 0 in an incremental response as "start over".
+    handler = FetchSessionHandler()
+    assert handler.handle_response(handler.build({("t", 0): state(0)}), ErrorCode.NONE, sid, [("t", 0)])
+    assert handler.handle_response(handler.build({("t", 0): state(0)}), ErrorCode.NONE, INVALID_SESSION_ID, [])
+    assert handler.build({("t", 0): state(0)}).full
