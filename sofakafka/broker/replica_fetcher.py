@@ -182,7 +182,8 @@ class FetchSessionHandler:
             return False
         extra = [tp for tp in answered if tp not in sent.session]
         if sent.full:
-            missing = [tp for tp in sent.to_send if tp not in set(answered)]
+            answered_set = set(answered)
+            missing = [tp for tp in sent.to_send if tp not in answered_set]
             if extra or missing:
                 log.info("full fetch response with partitions not asked for %s or missing %s", extra, missing)
                 self._reset(INVALID_SESSION_ID)
