@@ -25,6 +25,12 @@ import pytest
 from kazoo.client import KazooClient
 
 from sofakafka import cluster_launcher as cl
+from sofakafka.client import BrokerConnection
+from sofakafka.protocol.errors import ErrorCode
+from sofakafka.protocol.messages.controlled_shutdown import (
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+)
 from tests.cluster import test_failover as tf
 
 WAIT_S = tf.WAIT_S
@@ -156,3 +162,29 @@ def test_isr_change_notifications_are_deleted_by_the_controller(cluster: tf.Clus
 def _assignment(zk: KazooClient, topic: str) -> dict[int, list[int]]:
     data, _ = zk.get(f"/brokers/topics/{topic}")
     return {int(p): replicas for p, replicas in json.loads(data)["partitions"].items()}
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_controlled_shutdown_errors_at_every_version(cluster: tf.Cluster, zk: KazooClient, version: int) -> None:
+    """Refusals change nothing, so they can be asked of a live cluster: NOT_CONTROLLER off the controller,
+    BROKER_NOT_AVAILABLE for an id nobody registered, STALE_BROKER_EPOCH (v2+) for an older registration."""
+    controller = cluster.controller()
+    other = next(b for b in cluster.live() if b != controller)
+    epoch = zk.exists(f"/brokers/ids/{other}").czxid
+
+    def ask(at: int, broker_id: int, broker_epoch: int = -1) -> ControlledShutdownResponse:
+        a = cluster.state.brokers[at]
+        with BrokerConnection(a.external_advertised, a.external_port, timeout_s=30) as conn:
+            response = conn.send(ControlledShutdownRequest(broker_id=broker_id, broker_epoch=broker_epoch), version)
+        assert isinstance(response, ControlledShutdownResponse)
+        return response
+
+    assert ask(other, other).error_code == ErrorCode.NOT_CONTROLLER
+    assert ask(controller, 99).error_code == ErrorCode.BROKER_NOT_AVAILABLE
+    if version >= 2:
+        stale = ask(controller, other, epoch - 1)
+        assert (stale.error_code, stale.remaining_partitions) == (ErrorCode.STALE_BROKER_EPOCH, [])
+    # Nobody was marked shutting down: a new topic is led by its preferred replicas, the other broker's included.
+    topic = cluster.create_topic()
+    assert {p: leader for p, (leader, _) in cluster.partitions(topic).items()} == \
+        {p: replicas[0] for p, replicas in _assignment(zk, topic).items()}
