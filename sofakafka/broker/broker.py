@@ -33,21 +33,30 @@ import asyncio
 import contextlib
 import functools
 import logging
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
 from sofakafka.broker.config import LONG_MAX, KafkaConfig
-from sofakafka.broker.controlled_shutdown import ControlledShutdownSender
+from sofakafka.broker.controlled_shutdown import ControlledShutdownSender, inter_broker_connection
 from sofakafka.broker.fetch_session import FetchSessionCache
 from sofakafka.broker.group import GroupCoordinator
 from sofakafka.broker.handlers import load_handlers
+from sofakafka.broker.handlers.stop_replica import (
+    EPOCH_DURING_DELETE,
+    NO_EPOCH,
+    StopRequestPartitions,
+    partition_errors,
+    stop_replica_request,
+)
 from sofakafka.broker.offsets_topic import GroupCoordinatorRuntime
 from sofakafka.broker.producer_id_manager import ProducerIdManager
 from sofakafka.broker.replica_manager import ReplicaManager
 from sofakafka.broker.replication import Replication
 from sofakafka.broker.server import BoundListener, SocketServer
+from sofakafka.client import ClientError
 from sofakafka.controller.embedded import EmbeddedMetadataServer
 from sofakafka.controller.metadata import ClusterMetadata, MetadataCache
 from sofakafka.controller.node import ControllerNode
@@ -56,7 +65,9 @@ from sofakafka.controller.store import MetadataStore
 from sofakafka.controller.topics import TopicAdmin
 from sofakafka.controller.zk_data import BrokerEndpoint, TopicPartition
 from sofakafka.controller.zookeeper import ZooKeeperMetadataStore, resolve_broker_id
-from sofakafka.protocol.errors import ErrorCode
+from sofakafka.protocol.api import ApiKey
+from sofakafka.protocol.errors import DecodeError, ErrorCode, KafkaError
+from sofakafka.protocol.messages.stop_replica import StopReplicaResponse
 from sofakafka.storage.cleaner import LogCleaner
 from sofakafka.storage.config import LogConfig
 from sofakafka.storage.errors import InvalidLogConfigError
@@ -70,6 +81,9 @@ T = TypeVar("T")
 SHUTDOWN_DRAIN_SECONDS = 15.0
 # How long a broker whose controlled shutdown succeeded waits to see the new leaders in its metadata cache.
 CONTROLLED_SHUTDOWN_APPLY_SECONDS = 5.0
+# How long a StopReplica(delete) waits for our metadata to stop serving the topic (the deletion marker's watch
+# racing the controller's request) before it refuses, to be asked again.
+STOP_REPLICA_METADATA_WAIT_SECONDS = 5.0
 
 
 class Broker:
@@ -81,6 +95,10 @@ class Broker:
         self.server = SocketServer(self, config)
         self.fetch_sessions = FetchSessionCache(config.get_int("max.incremental.fetch.session.cache.slots"))
         self._background = ThreadPoolExecutor(2, thread_name_prefix="background")
+        # The controller's StopReplica requests to other brokers; one slow broker must not hold up the others.
+        self._stop_replica_sends = ThreadPoolExecutor(4, thread_name_prefix="stop-replica")
+        # Set once the replica manager and the rest exist: the controller can ask for deletions before that.
+        self._components_started = threading.Event()
         self._metadata_server: EmbeddedMetadataServer | None = None
         self.store: MetadataStore | None = None
         self._node: ControllerNode | None = None
@@ -258,6 +276,7 @@ class Broker:
         self._node.cache.add_listener(self._on_metadata_changed)
         await self._apply_metadata()
         self._start_periodic_tasks()
+        self._components_started.set()
 
     # -- metadata -> hosted partitions ------------------------------------------------------------------------------
     def _on_metadata_changed(self, _snapshot: ClusterMetadata) -> None:
@@ -318,19 +337,119 @@ class Broker:
             # After leadership settled: the coordinator loads the offsets partitions we now lead.
             self._groups.on_metadata_applied(snap)
 
-    # StopReplicaSender: the controller asks us to delete the replicas of a topic being deleted.
+    # -- StopReplica --------------------------------------------------------------------------------------------------
+    # StopReplicaSender: the controller (on its thread) asks for the replicas of a topic being deleted. Ours go the
+    # local way; another broker's go as a StopReplica request (handlers/stop_replica.py answers it there), sent from
+    # a thread of their own so neither the controller thread nor the event loop waits on the network.
     def stop_replicas(self, broker_id: int, partitions: Sequence[TopicPartition]) -> None:
+        tps = list(partitions)
+        if broker_id != self.broker_id:
+            with contextlib.suppress(RuntimeError):  # the executor shut down: we are stopping, and so is the controller
+                self._stop_replica_sends.submit(self._send_stop_replica, broker_id, tps)
+            return
         loop = self._loop
         if loop is None:
             return
-        tps = list(partitions)
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(lambda: loop.create_task(self._delete_replicas(broker_id, tps)))
 
-    async def _delete_replicas(self, broker_id: int, partitions: list[TopicPartition]) -> None:
-        results = {tp: await self._delete_local_replica(tp) for tp in partitions}
+    def _wait_started(self) -> bool:
+        """Blocking: wait for the broker's components (False if it stops first)."""
+        while not self._components_started.wait(0.5):
+            if self._stopped or self._shutdown_begun:
+                return False
+        return True
+
+    def _send_stop_replica(self, broker_id: int, partitions: list[TopicPartition]) -> None:
+        """One StopReplica(delete) round trip, reported to the controller whatever happens: an error makes it ask
+        again after its pause, and a broker that died meanwhile is asked again when it registers."""
+        if not self._wait_started():
+            return
+        controller = self.node.controller
+        # Read off the controller thread: both are replaced whole, never mutated in place.
+        controller_epoch, broker_epoch = controller.epoch, controller.live_broker_epoch(broker_id)
+        timeout_s = self.config.get_int("controller.socket.timeout.ms") / 1000.0
+        connection = inter_broker_connection(self.node.cache.snapshot(), broker_id,
+                                             self.config.inter_broker_listener_name,
+                                             client_id=f"broker-{self.broker_id}-controller", timeout_s=timeout_s)
+        results: dict[TopicPartition, ErrorCode]
+        if connection is None:
+            results = dict.fromkeys(partitions, ErrorCode.BROKER_NOT_AVAILABLE)
+        else:
+            try:
+                with connection:
+                    version = connection.supported_version(ApiKey.STOP_REPLICA)
+                    request = stop_replica_request(version, controller_id=self.broker_id,
+                                                   controller_epoch=controller_epoch, broker_epoch=broker_epoch,
+                                                   partitions=partitions, delete=True)
+                    response = connection.send(request, version, timeout_s=timeout_s)
+                assert isinstance(response, StopReplicaResponse)
+                results = partition_errors(response, partitions)
+            except (ClientError, KafkaError, DecodeError, OSError) as exc:
+                log.warning("StopReplica to broker %d failed: %s", broker_id, exc)
+                results = dict.fromkeys(partitions, ErrorCode.NETWORK_EXCEPTION)
         if self._node is not None:
             self._node.controller.replica_deletion_done(broker_id, results)
+
+    async def _delete_replicas(self, broker_id: int, partitions: list[TopicPartition]) -> None:
+        if not await asyncio.to_thread(self._wait_started):
+            return
+        results = await self.stop_partitions({tp: (EPOCH_DURING_DELETE, True) for tp in partitions})
+        if self._node is not None:
+            self._node.controller.replica_deletion_done(broker_id, results)
+
+    async def stop_partitions(self, partitions: StopRequestPartitions) -> dict[TopicPartition, ErrorCode]:
+        """Kafka's ``ReplicaManager.stopReplicas`` once the request's epochs passed: stop fetching and serving each
+        partition whose leader epoch allows it (handlers/stop_replica.py says which do) and delete the log of
+        those marked ``delete``. Also the controller broker's own replicas' way."""
+        rm = self.replica_manager
+        results: dict[TopicPartition, ErrorCode] = {}
+        stopping: list[TopicPartition] = []
+        for tp, (leader_epoch, _) in partitions.items():
+            hosted = rm.get_partition((tp.topic, tp.partition))
+            current = hosted.leader_epoch if hosted is not None else rm.follower_epochs.get((tp.topic, tp.partition))
+            if current is None or leader_epoch in (EPOCH_DURING_DELETE, NO_EPOCH) or leader_epoch > current:
+                stopping.append(tp)
+            elif leader_epoch < current:
+                results[tp] = ErrorCode.FENCED_LEADER_EPOCH
+            else:
+                results[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
+        live = await self._topics_still_live({tp.topic for tp in stopping if partitions[tp][1]})
+        for tp in stopping:
+            delete = partitions[tp][1]
+            if delete and tp.topic in live:
+                results[tp] = ErrorCode.REQUEST_TIMED_OUT
+                continue
+            if self._replication is not None:
+                await self._replication.fetchers.stop_following((tp.topic, tp.partition))
+            if delete:
+                results[tp] = await self._delete_local_replica(tp)
+            else:
+                await rm.stop_replica(tp.topic, tp.partition, delete=False)
+                results[tp] = ErrorCode.NONE
+        return results
+
+    async def _topics_still_live(self, topics: set[str]) -> set[str]:
+        """Those of ``topics`` our metadata still serves after a short wait, which must not be deleted: a metadata
+        apply working from such a view would follow the partition again and re-create its log (or the request is
+        a late one about a topic already deleted and created again). For the rest, an apply from a view without
+        them has run before this returns."""
+        if not topics:
+            return set()
+        cache = self.node.cache
+
+        def settled(snap: ClusterMetadata) -> bool:
+            return not topics & snap.topics.keys()
+
+        if not await asyncio.to_thread(cache.wait_until, settled, STOP_REPLICA_METADATA_WAIT_SECONDS):
+            live = topics & self.metadata().topics.keys()
+            log.warning("StopReplica(delete) of %s while our metadata still has them: refused", sorted(live))
+            return live
+        self._schedule_metadata_apply()
+        task = self._metadata_task
+        if task is not None:
+            await asyncio.wait({task})
+        return set()
 
     async def _delete_local_replica(self, tp: TopicPartition) -> ErrorCode:
         try:
@@ -453,6 +572,11 @@ class Broker:
             if self._metadata_task is not None:
                 with contextlib.suppress(Exception):
                     await self._metadata_task
+        if self._replication is not None:
+            # Kafka's controller sends StopReplica to a broker in controlled shutdown for what it follows. A
+            # follower that kept fetching would catch up, be added back to an ISR by its leader, and then hold up
+            # acks=all from the moment it stops fetching until its registration goes.
+            await self._replication.fetchers.shutdown()
 
     async def _stop_blocking_parts(self) -> None:
         loop = asyncio.get_running_loop()
@@ -473,6 +597,8 @@ class Broker:
 
         await loop.run_in_executor(None, stop)
         self._background.shutdown(wait=True)
+        # A send in flight ends by its socket timeout; nobody waits for its report any more.
+        self._stop_replica_sends.shutdown(wait=False, cancel_futures=True)
 
 
 def _quietly(what: str, fn: Callable[[], object]) -> None:

@@ -22,6 +22,7 @@ Public API::
 
     ControlledShutdownSender(broker_id, broker_epoch, cache, listener_name, *, max_retries, retry_backoff_ms,
                              socket_timeout_ms).run() -> bool     # blocking: call from a worker thread
+    inter_broker_connection(snap, broker_id, listener_name, *, client_id, timeout_s) -> BrokerConnection | None
 """
 
 from __future__ import annotations
@@ -38,6 +39,20 @@ from sofakafka.protocol.messages.controlled_shutdown import (
 )
 
 log = logging.getLogger(__name__)
+
+
+def inter_broker_connection(snap: ClusterMetadata, broker_id: int, listener_name: str, *, client_id: str,
+                            timeout_s: float) -> BrokerConnection | None:
+    """A connection (opened by its first send) to ``broker_id``'s endpoint on the inter-broker listener, as the
+    metadata cache knows it; None when the broker is not registered. Every request one broker sends another
+    outside replication goes this way: ControlledShutdown to the controller, StopReplica from it."""
+    broker = snap.brokers.get(broker_id)
+    if broker is None:
+        return None
+    endpoint = snap.endpoint(broker_id, listener_name) or broker.endpoints[0]
+    return BrokerConnection(endpoint.host or "localhost", endpoint.port, timeout_s=timeout_s, client_id=client_id,
+                            node_id=broker_id)
+
 
 class ControlledShutdownSender:
     def __init__(self, broker_id: int, broker_epoch: Callable[[], int], cache: MetadataCache, listener_name: str,
@@ -80,16 +95,14 @@ class ControlledShutdownSender:
         if controller_id < 0:
             log.info("no controller present in the metadata cache")
             return False
-        broker = snap.brokers.get(controller_id)
-        if broker is None:
+        if controller_id not in snap.brokers:
             log.info("broker registration for controller %d is not available in the metadata cache", controller_id)
             return False
-        endpoint = snap.endpoint(controller_id, self._listener_name) or broker.endpoints[0]
         if self._connected_to != controller_id:
             self._close()
-            self._connection = BrokerConnection(endpoint.host or "localhost", endpoint.port, timeout_s=self._timeout_s,
-                                                client_id=f"broker-{self.broker_id}-controlled-shutdown",
-                                                node_id=controller_id)
+            self._connection = inter_broker_connection(snap, controller_id, self._listener_name,
+                                                       client_id=f"broker-{self.broker_id}-controlled-shutdown",
+                                                       timeout_s=self._timeout_s)
             self._connected_to = controller_id
         assert self._connection is not None
         request = ControlledShutdownRequest(broker_id=self.broker_id, broker_epoch=self._broker_epoch())

@@ -34,6 +34,7 @@ Public API::
     controller.is_active / controller.epoch / controller.epoch_zk_version
     controller.wait_idle(timeout) -> bool   # every event queued so far has been applied (tests, shutdown)
     controller.replica_deletion_done(broker_id, {TopicPartition: ErrorCode})   # any thread
+    controller.live_broker_epoch(broker_id) -> int     # for the StopReplicaSender's requests
     controller.elect_leaders(partitions or None, ElectionType.PREFERRED, timeout) -> {tp: (code, message)}
     controller.configure_leader_rebalance(enable, interval_s, imbalance_percentage)
     controller.shutdown()                   # stops the thread; the session's close removes /controller
@@ -293,6 +294,12 @@ class KafkaController:
         """The StopReplica outcome of ``broker_id``'s replicas; NONE means deleted."""
         copied = dict(results)
         self._queue.put(lambda: self._on_replica_deletion_done(broker_id, copied))
+
+    def live_broker_epoch(self, broker_id: int) -> int:
+        """The registration epoch (czxid) this controller knows for a live broker, -1 if it knows none: what a
+        request to that broker carries as ``broker_epoch``, so a broker that restarted since refuses it. Meant for
+        the StopReplicaSender, called on the controller thread (the mapping is replaced whole, never mutated)."""
+        return self._live_brokers.get(broker_id, -1)
 
     # ----------------------------------------------------------------------------------------- thread
 
