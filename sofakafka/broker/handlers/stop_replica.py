@@ -32,6 +32,7 @@ Not checked: CLUSTER_ACTION authorization (no handler authorizes yet), nor which
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 
 from sofakafka.broker.handlers import RequestContext, handles
@@ -42,6 +43,8 @@ from sofakafka.controller.zk_data import TopicPartition, ZkDataError
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
+
+log = logging.getLogger(__name__)
 
 EPOCH_DURING_DELETE = -2
 """The leader epoch a deletion's StopReplica carries (Kafka's ``LeaderAndIsr.EpochDuringDelete``): deletion does
@@ -144,7 +147,12 @@ async def handle_stop_replica(ctx: RequestContext, request: StopReplicaRequest) 
     assert store is not None
     newest = await broker.run_blocking(lambda: newest_controller_epoch(store, snap))
     if request.controller_epoch < newest:
+        log.info("StopReplica from controller %d with epoch %d, older than %d: ignored", request.controller_id,
+                 request.controller_epoch, newest)
         return _error_response(partitions, ErrorCode.STALE_CONTROLLER_EPOCH)
+    log.info("StopReplica from controller %d (epoch %d): %s", request.controller_id, request.controller_epoch,
+             ", ".join(f"{tp.topic}-{tp.partition}{' (delete)' if delete else ''}"
+                       for tp, (_, delete) in list(partitions.items())[:20]))
     results = await broker.stop_partitions(partitions)
     return StopReplicaResponse(error_code=ErrorCode.NONE, partition_errors=[
         _PartitionError(topic_name=tp.topic, partition_index=tp.partition, error_code=code)
