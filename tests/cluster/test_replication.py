@@ -41,7 +41,8 @@ BROKER_SETTINGS = {
     "offsets.topic.replication.factor": "3",
     "offsets.topic.num.partitions": "3",
     "group.initial.rebalance.delay.ms": "0",
-    "replica.lag.time.max.ms": "10000",
+    # When a killed broker was the controller, dead followers leave ISRs by this lag, not by the session timeout.
+    "replica.lag.time.max.ms": "6000",
     "replica.fetch.wait.max.ms": "200",
     "replica.fetch.backoff.ms": "200",
 }
