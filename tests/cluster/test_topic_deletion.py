@@ -5,13 +5,16 @@ removes the topic's znodes only once every replica broker answered. The topics h
 are *not* the controller, so nothing is deleted by the controller's local path: before the fix, their log
 directories stayed behind while the znodes went. Deleted logs are renamed ``<dir>.<uuid>-delete`` and go after
 ``log.segment.delete.delay.ms``; the tests wait until that ran too. A replica broker that is stopped (SIGTERM, a
-controlled shutdown) holds the deletion up until it is back, and then its directory goes as well. A topic created
-again under the same name starts empty.
+controlled shutdown) holds the deletion up until it is back, and then its directory goes as well; so does one
+that was sent a request and died (kill -9) before answering. A topic created again under the same name starts
+empty.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -165,3 +168,27 @@ def test_deletion_waits_for_a_stopped_replica_broker_and_completes_when_it_retur
     cl.restart_broker(cluster.state.directory, stopped)
     wait_deleted(cluster, zk, topic)
     recreate_starts_empty(cluster, admin, zk, topic, [running, stopped])
+
+
+def test_a_request_in_flight_to_a_broker_that_dies_is_sent_again_when_it_returns(
+        cluster: tf.Cluster, zk: KazooClient, admin: KafkaAdminClient) -> None:
+    topic = "deleted-after-a-crash"
+    running, victim = sorted(set(cluster.state.brokers) - {controller(zk)})
+    create(admin, zk, topic, [running, victim])
+    produce(cluster, topic)
+    # Frozen, the victim accepts the controller's connection but never answers: the request is in flight when
+    # the victim is killed and its registration expires.
+    pid = cluster.record(victim).pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        response = admin.delete_topics([topic], timeout_ms=2000, raise_errors=False)
+        assert [(t["name"], t["error_code"]) for t in response["topics"]] == [(topic, REQUEST_TIMED_OUT)]
+        tf.wait_for(f"the replicas on broker {running} deleted", lambda: not topic_dirs(cluster, running, topic))
+    finally:
+        os.kill(pid, signal.SIGKILL)
+    tf.wait_for(f"broker {victim}'s registration expired", lambda: zk.exists(f"/brokers/ids/{victim}") is None)
+    assert zk.exists(f"/brokers/topics/{topic}") is not None
+    assert topic_dirs(cluster, victim, topic) == [f"{topic}-0", f"{topic}-1"]
+
+    cl.restart_broker(cluster.state.directory, victim)
+    wait_deleted(cluster, zk, topic)
