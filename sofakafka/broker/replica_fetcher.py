@@ -293,6 +293,7 @@ class ReplicaFetcher:
         self._rm = manager.replica_manager
         self.partitions: dict[TopicPartition, FollowedPartition] = {}
         self._wake = asyncio.Event()
+        self._stopping = False
         self._conn: _Connection | None = None
         self.session = FetchSessionHandler()
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica fetcher {source_broker}")
@@ -305,6 +306,11 @@ class ReplicaFetcher:
         self.partitions.pop(tp, None)
 
     async def stop(self) -> None:
+        # The flag as well as the cancel: Python 3.11's asyncio.wait_for returns the result instead of raising
+        # when it is cancelled just as what it waits for completes (a fetch answered at that moment, as a
+        # stopping leader answers its followers), and _run would then go on, and this await never return.
+        self._stopping = True
+        self._wake.set()
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
@@ -339,7 +345,7 @@ class ReplicaFetcher:
         fp.resume_at = time.monotonic() + self._settings.fetch_backoff_ms / 1000.0
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             ready = self._ready()
             if not ready:
                 self._wake.clear()
