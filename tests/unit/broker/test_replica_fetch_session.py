@@ -1,5 +1,8 @@
 """The follower's side of KIP-227 fetch sessions, against the leader's real session cache.
 
+The last test runs the real fetcher loop (ReplicaFetcher, ReplicaManager, logs) with only the connection
+replaced by one that hands requests to the leader's session cache.
+
 The layer below the follower's session handler is the wire and, past it, the leader's ``FetchSessionCache``:
 requests built by the handler are given to the cache as the Fetch handler would, and the cache's answers go back
 to the handler. What must hold is what replication relies on: the leader's view of every session partition's
@@ -9,7 +12,11 @@ from it), no news is ever withheld from the follower, and every failure falls ba
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,12 +26,25 @@ from sofakafka.broker.replica_fetcher import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     INVALID_SESSION_ID,
+    FetcherSettings,
     FetchRequestData,
     FetchSessionHandler,
+    FollowedPartition,
     PartitionFetchState,
+    ReplicaFetcherManager,
 )
-from sofakafka.broker.replica_manager import FetchPartitionRequest, FetchPartitionResult, TopicPartition
+from sofakafka.broker.replica_manager import (
+    FetchPartitionRequest,
+    FetchPartitionResult,
+    ReplicaManager,
+    TopicPartition,
+)
+from sofakafka.controller.metadata import ClusterMetadata
 from sofakafka.protocol.errors import ErrorCode
+from sofakafka.protocol.messages.fetch import FetchRequest, FetchResponse
+from sofakafka.protocol.records import RecordBatchBuilder
+from sofakafka.protocol.schema import Request, Response
+from sofakafka.storage.log_manager import LogManager
 
 MAX_BYTES = 1 << 20
 TPS: list[TopicPartition] = [("t", 0), ("t", 1), ("u", 0), ("u", 7)]
@@ -362,3 +382,140 @@ def test_forgetting_the_last_partition_closes_the_session() -> None:
     assert handler.handle_response(handler.build({("t", 0): state(0)}), ErrorCode.NONE, sid, [("t", 0)])
     assert handler.handle_response(handler.build({("t", 0): state(0)}), ErrorCode.NONE, INVALID_SESSION_ID, [])
     assert handler.build({("t", 0): state(0)}).full
+
+
+# -- the fetcher's loop over a fake wire ---------------------------------------------------------------------------
+# The real ReplicaFetcher, ReplicaManager and logs on the follower's side; the connection is replaced by one that
+# hands each request to the leader's real FetchSessionCache over an in-memory log of whole batches.
+
+
+class FakeLeaderWire:
+    """The connection to the leader: Fetch goes through a real session cache; failures can be injected."""
+
+    def __init__(self) -> None:
+        self.cache = FetchSessionCache(10)
+        self.batches: dict[TopicPartition, list[tuple[int, bytes]]] = {tp: [] for tp in TPS[:2]}
+        self.requests: list[FetchRequest] = []
+        self.fail_next: list[BaseException | ErrorCode] = []
+
+    def append(self, tp: TopicPartition, n: int) -> None:
+        end = self.log_end(tp)
+        builder = RecordBatchBuilder(base_offset=end)
+        for i in range(n):
+            builder.append_record(end + i, 1_700_000_000_000, None, b"v")
+        self.batches[tp].append((end, bytes(builder.build())))
+
+    def log_end(self, tp: TopicPartition) -> int:
+        return sum(_batch_records(b) for _, b in self.batches[tp])
+
+    async def connection(self) -> FakeLeaderWire:
+        return self
+
+    async def send(self, request: Request, version: int, timeout_s: float) -> Response:
+        assert isinstance(request, FetchRequest) and version == 11
+        self.requests.append(request)
+        await asyncio.sleep(0.005)  # the leader's max wait, short
+        if self.fail_next:
+            failure = self.fail_next.pop(0)
+            if isinstance(failure, BaseException):
+                raise failure
+            return FetchResponse(error_code=failure, session_id=0)
+        requested = [FetchPartitionRequest(t.name, p.partition_index, p.fetch_offset, p.max_bytes,
+                                           p.current_leader_epoch, p.log_start_offset)
+                     for t in request.topics for p in t.fetch_partitions]
+        forgotten = [(f.name, i) for f in request.forgotten for i in f.forgotten_partition_indexes]
+        ctx = self.cache.new_context(request.session_id, request.epoch, requested, forgotten,
+                                     privileged=request.replica_id >= 0)
+        if ctx.error != ErrorCode.NONE:
+            return FetchResponse(error_code=ctx.error, session_id=0)
+        results = []
+        for r in ctx.partitions:
+            data = b"".join(b for base, b in self.batches[r.tp] if base >= r.fetch_offset)
+            end = self.log_end(r.tp)
+            results.append(FetchPartitionResult(ErrorCode.NONE, high_watermark=end, last_stable_offset=end,
+                                                log_start_offset=0, records=data))
+        by_topic: dict[str, list[FetchResponse.FetchableTopicResponse.FetchablePartitionResponse]] = {}
+        for req, res in ctx.response_partitions(results):
+            by_topic.setdefault(req.topic, []).append(FetchResponse.FetchableTopicResponse.FetchablePartitionResponse(
+                partition_index=req.partition, error_code=res.error_code, high_watermark=res.high_watermark,
+                last_stable_offset=res.last_stable_offset, log_start_offset=res.log_start_offset,
+                preferred_read_replica=-1, records=res.records))
+        return FetchResponse(error_code=0, session_id=ctx.session_id, topics=[
+            FetchResponse.FetchableTopicResponse(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+
+def _batch_records(batch: bytes) -> int:
+    # A v2 batch header: baseOffset int64, batchLength int32, ..., lastOffsetDelta int32 at byte 23.
+    return int.from_bytes(batch[23:27], "big") + 1
+
+
+def test_the_fetcher_replicates_through_a_session_and_starts_over_after_any_failure(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        logs = LogManager([tmp_path / "logs"], broker_id=1)
+        logs.startup()
+        rm = ReplicaManager(1, logs)
+        wire = FakeLeaderWire()
+        manager = ReplicaFetcherManager(rm, FetcherSettings(broker_id=1, listener_name="PLAINTEXT",
+                                                            fetch_backoff_ms=60_000), lambda: ClusterMetadata())
+        fetcher = manager._fetcher(0)
+        fetcher._connection = wire.connection  # type: ignore[method-assign,assignment]
+        follower_logs = {}
+        try:
+            for topic, partition in TPS[:2]:
+                lg = await rm.become_follower(topic, partition)
+                follower_logs[(topic, partition)] = lg
+                fetcher.add(FollowedPartition(topic, partition, lg, leader=0, leader_epoch=1))
+
+            async def until(what: str, predicate: Callable[[], bool]) -> None:
+                deadline = time.monotonic() + 30
+                while not predicate():
+                    assert time.monotonic() < deadline, f"timed out waiting for {what}"
+                    await asyncio.sleep(0.01)
+
+            def sent(r: FetchRequest) -> dict[TopicPartition, int]:
+                return {(t.name, p.partition_index): p.fetch_offset for t in r.topics for p in t.fetch_partitions}
+
+            await until("a session", lambda: fetcher.session.session_id != 0 and len(wire.requests) >= 3)
+            first, quiet = wire.requests[0], wire.requests[-1]
+            assert (first.session_id, first.epoch) == (0, 0)
+            assert (quiet.session_id, quiet.epoch > 0, sent(quiet), quiet.forgotten) == (
+                fetcher.session.session_id, True, {}, [])
+
+            # Records on one partition: replicated, and only that partition's new offset is sent afterwards.
+            mark = len(wire.requests)
+            wire.append(TPS[0], 3)
+            await until("the new offset sent", lambda: any(sent(r) == {TPS[0]: 3} for r in wire.requests[mark:]))
+            assert {tp for r in wire.requests[mark:] for tp in sent(r)} == {TPS[0]}
+            assert follower_logs[TPS[0]].log_end_offset == 3 and follower_logs[TPS[0]].high_watermark == 3
+
+            # A lost connection: the next fetch is full and closes the old session on the leader.
+            old = fetcher.session.session_id
+            wire.fail_next.append(ConnectionResetError("gone"))
+            fetcher._settings = FetcherSettings(broker_id=1, listener_name="PLAINTEXT", fetch_backoff_ms=10)
+            mark = len(wire.requests) - 1  # the request in flight may be the one that fails
+            await until("a new session", lambda: fetcher.session.session_id not in (0, old))
+            full = next(r for r in wire.requests[mark:] if r.epoch == 0)
+            assert (full.session_id, full.epoch, sent(full)) == (old, 0, {TPS[0]: 3, TPS[1]: 0})
+            assert wire.cache.get(old) is None
+
+            # The leader lost the session (evicted, restarted): at once a full fetch without resting anyone.
+            old = fetcher.session.session_id
+            wire.cache.remove(old)
+            fetcher._settings = FetcherSettings(broker_id=1, listener_name="PLAINTEXT", fetch_backoff_ms=60_000)
+            mark = len(wire.requests) - 1
+            await until("a new session", lambda: fetcher.session.session_id not in (0, old))
+            # The full fetch that opened ``old`` may be the last one sent; the retry is the one naming no session.
+            i = next(i for i, r in enumerate(wire.requests) if i >= mark and (r.session_id, r.epoch) == (0, 0))
+            refused, retry = wire.requests[i - 1], wire.requests[i]
+            assert (refused.session_id, refused.epoch > 0) == (old, True)  # FETCH_SESSION_ID_NOT_FOUND...
+            assert (retry.session_id, retry.epoch, sent(retry)) == (0, 0, {TPS[0]: 3, TPS[1]: 0})  # ...then this
+            assert all(fp.resume_at == 0 for fp in fetcher.partitions.values())
+            wire.append(TPS[1], 2)
+            await until("replication going on", lambda: follower_logs[TPS[1]].high_watermark == 2)
+        finally:
+            await manager.shutdown()
+            rm.begin_shutdown()
+            rm.shutdown_executors()
+            logs.shutdown()
+
+    asyncio.run(scenario())
