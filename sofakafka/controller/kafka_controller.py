@@ -14,8 +14,9 @@ Kafka 2.6's controller model, kept so that issue 6 (several brokers, ZooKeeper) 
   live replicas as ISR, leader epoch 0, in ``/brokers/topics/<t>/partitions/<p>/state``. When the controller
   sees a broker go away, partitions it led elect another live ISR member, and it leaves every ISR; a partition
   with no live ISR member keeps its last ISR with leader -1 and is elected again when a member returns. A
-  controller that takes over only elects partitions whose leader is not alive (followers that died meanwhile
-  are dropped from the ISR by their leader, as in Kafka). Every change of leader or ISR bumps the leader epoch;
+  controller that takes over elects partitions whose leader is not alive and takes replicas of dead brokers
+  out of the ISRs, as Kafka's replica state machine does at start-up (a broker that died with the previous
+  controller was never seen leaving). Every change of leader or ISR bumps the leader epoch;
   an unchanged partition is never rewritten, so a single broker that restarts and is again the leader of its
   partitions keeps their epochs.
 * **Topic deletion.** A marker ``/admin/delete_topics/<t>`` starts it. The controller asks every replica's
@@ -440,6 +441,13 @@ class KafkaController:
             if ctx.state is None or ctx.state.leader not in self._live_brokers
         ]
         self._elect_leaders(needs_election)
+        # Replicas on brokers that died before we took over (the previous controller among them) were never
+        # seen leaving: take them out of the ISRs now, as Kafka's replica state machine does at start-up
+        # (OfflineReplica). Otherwise acks=all waits for the leader to drop them by replica.lag.time.max.ms.
+        offline = {r for parts in self._assignments.values() for rs in parts.values() for r in rs
+                   if r not in self._live_brokers}
+        if offline:
+            self._remove_dead_from_isr(offline, refresh=False)
         self.reassignments.on_controller_failover()
         self._on_topic_deletion()
         admin_notifications.on_controller_failover(self)
@@ -609,22 +617,30 @@ class KafkaController:
             if ctx.state is not None and ctx.state.leader in dead and tp.topic not in self._topics_to_delete
         ]
         self._elect_leaders(led_by_dead)
-        # Dead followers leave the ISR (never emptying it: the last member stays as a record of who was
-        # in sync, which a later election needs).
+        self._remove_dead_from_isr(dead, refresh=True)
+        for topic in list(self._topics_to_delete):
+            pending = self._deletion_pending.get(topic, set())
+            # Requests sent to a dead broker will never be answered: resend when it comes back.
+            pending -= {(b, p) for b, p in pending if b in dead}
+
+    def _remove_dead_from_isr(self, dead: set[int], *, refresh: bool) -> None:
+        """Dead followers leave the ISR (never emptying it: the last member stays as a record of who was in
+        sync, which a later election needs). ``refresh`` reads each state znode first, since leaders change
+        ISRs without telling us; without it, only partitions whose cached state names a dead broker are
+        touched (right after a failover loaded every state)."""
         for tp, ctx in sorted(self._partitions.items()):
             if ctx.state is None or tp.topic in self._topics_to_delete:
                 continue
-            self._refresh_state(tp, ctx)
+            if refresh:
+                self._refresh_state(tp, ctx)
+            elif ctx.state.leader not in dead and not dead.intersection(ctx.state.isr):
+                continue
             state = ctx.state
             isr = tuple(r for r in state.isr if r not in dead) or state.isr
             leader = NO_LEADER if state.leader in dead else state.leader
             if (leader, isr) == (state.leader, state.isr):
                 continue
             self._update_state(tp, ctx, PartitionState(leader, state.leader_epoch + 1, self._epoch, isr))
-        for topic in list(self._topics_to_delete):
-            pending = self._deletion_pending.get(topic, set())
-            # Requests sent to a dead broker will never be answered: resend when it comes back.
-            pending -= {(b, p) for b, p in pending if b in dead}
 
     # ------------------------------------------------------------------------------ requested elections
 

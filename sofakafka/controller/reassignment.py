@@ -266,11 +266,11 @@ class ReassignmentManager:
                        unneeded: list[int]) -> PartitionState:
         """A new leader epoch for the new replica set (Kafka's A1); replicas no longer wanted (adding ones of a
         replaced reassignment) leave the ISR, and the leadership if they had it."""
-        live = self._controller._live_brokers
+        online = self._controller._is_replica_online
         isr = tuple(r for r in state.isr if r not in unneeded) or state.isr
         leader = state.leader
         if leader in unneeded:
-            leader = next((r for r in reassignment.replicas if r in live and r in isr), NO_LEADER)
+            leader = next((r for r in reassignment.replicas if online(r) and r in isr), NO_LEADER)
         return PartitionState(leader, state.leader_epoch + 1, self._controller.epoch, isr)
 
     def _maybe_complete(self, tp: TopicPartition) -> None:
@@ -294,11 +294,12 @@ class ReassignmentManager:
             target = reassignment.target_replicas
             if not set(target) <= set(state.isr):
                 return
-            live = controller._live_brokers
-            if state.leader in target and state.leader in live:
+            # A broker in controlled shutdown is registered but must not be handed a leadership.
+            online = controller._is_replica_online
+            if state.leader in target and online(state.leader):
                 leader = state.leader
             else:
-                leader = next((r for r in target if r in live and r in state.isr), NO_LEADER)
+                leader = next((r for r in target if online(r) and r in state.isr), NO_LEADER)
                 if leader == NO_LEADER:
                     return  # no live target replica: wait for one to come back
             new_state = PartitionState(leader, state.leader_epoch + 1, controller.epoch,

@@ -155,9 +155,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     base, zk = _free_ports()
     state = cl.up(cl.ClusterSpec(BROKERS, directory, base, zk, overrides={
         "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
-        # Keeps a frozen or dead follower from holding up acks=all for Kafka's default 30 s. When the controller
-        # itself is killed, its successor leaves dead followers in the ISR, so this (not the session timeout)
-        # bounds the stall: 6 s keeps it near the session timeout instead of 10-15 s per such round.
+        # Keeps a frozen follower (alive to ZooKeeper, so no controller drops it) from holding up acks=all for
+        # Kafka's default 30 s; a dead one leaves the ISR through the controller once its session is gone.
         "replica.lag.time.max.ms": "6000",
     }))
     try:

@@ -41,7 +41,7 @@ BROKER_SETTINGS = {
     "offsets.topic.replication.factor": "3",
     "offsets.topic.num.partitions": "3",
     "group.initial.rebalance.delay.ms": "0",
-    # When a killed broker was the controller, dead followers leave ISRs by this lag, not by the session timeout.
+    # A frozen follower (still registered) leaves ISRs by this lag instead of Kafka's default 30 s.
     "replica.lag.time.max.ms": "6000",
     "replica.fetch.wait.max.ms": "200",
     "replica.fetch.backoff.ms": "200",
