@@ -70,4 +70,9 @@ async def handle_elect_leaders(ctx: RequestContext, request: ElectLeadersRequest
     except TimeoutError:
         return _response({tp: (ErrorCode.REQUEST_TIMED_OUT, "The election did not complete in time.")
                           for tp in wanted or []})
+    if ctx.api_version >= 1 and all(code == ErrorCode.NOT_CONTROLLER for code, _ in results.values()) and (
+            results or not ctx.broker.node.controller.is_active):
+        # The controller resigned between the check above and its thread running the election: say so at the
+        # top as well, which is what makes clients look the controller up again and retry.
+        return _response(results, ErrorCode.NOT_CONTROLLER)
     return _response(results)
