@@ -18,8 +18,12 @@ complete before ``start`` returns; partition leaders of existing topics may arri
 cache, once the controller has run.
 
 A new session (ZooKeeper expired the old one; see sofakafka/controller/session.py) repeats the session-bound
-part of that order on the same objects: registration, cache (re-reading the tree re-arms its watches), then
-the controller election. Nothing else is rebuilt: every component kept the same store object.
+part of that order on the same objects, with the cache first: cache (re-reading the tree re-arms its watches),
+registration, then the controller election. Nothing else is rebuilt: every component kept the same store object.
+The cache goes first because the new registration is what tells the cluster and its clients that the broker is
+back: until the reload, its cache still holds the view from before the session was lost (itself leading what
+the controller has since moved away), and a client asking it for metadata then would be sent to it as the
+leader and read its stale high watermark as if it were the partition's.
 """
 
 from __future__ import annotations
@@ -110,11 +114,14 @@ class ControllerNode:
 
     def on_new_session(self) -> None:
         """The store replaced a lost session (its renewal thread calls this; idempotent, as it may run again
-        after a failure). Kafka's order: register the broker (a new broker epoch) before the controller
-        election, so a broker that wins finds itself alive; the cache reload in between re-arms the watches
-        and makes the broker re-apply the metadata (lead, follow, rejoin ISRs) from what the tree says now."""
+        after a failure). The cache reload re-arms the watches and makes the broker re-apply the metadata
+        (stop leading what moved, follow, rejoin ISRs) from what the tree says now; it comes before the
+        registration, so that a broker seen registered again never answers Metadata from the lost session's
+        view (see the module docstring). Then Kafka's order: register the broker (a new broker epoch) before
+        the controller election, so a broker that wins finds itself alive."""
         assert self.registration is not None
         with self._renewal_lock:
+            self.cache.reload()
             stale = set(self.own_session_ids)
             session_id = self.store.session_id
             registration = make_registration(self.broker_id, list(self.registration.endpoints),
@@ -125,7 +132,6 @@ class ControllerNode:
             self.registration = registration
             log.info("broker %d re-registered after a new ZooKeeper session (broker epoch %d)",
                      self.broker_id, self.broker_epoch)
-            self.cache.reload()
             self.controller.on_new_session()
 
     def shutdown(self) -> None:

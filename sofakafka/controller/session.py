@@ -19,9 +19,9 @@ runtime through the topic admin) uses whichever session is current without being
    session is useless, and giving up would leave it so until a restart);
 3. the new session becomes current and the lost one is closed, which drops any late event of it;
 4. the new-session listeners run on the renewal thread, in the order they were added. They re-create what
-   the lost session took: the node's listener re-registers ``/brokers/ids/<id>`` (waiting out the lost
-   session's registration if the server has not removed it yet), reloads the metadata cache (re-arming
-   every watch) and puts the controller back into the election. A listener that fails with a
+   the lost session took: the node's listener reloads the metadata cache (re-arming every watch), then
+   re-registers ``/brokers/ids/<id>`` (waiting out the lost session's registration if the server has not
+   removed it yet) and puts the controller back into the election. A listener that fails with a
    :class:`StoreError` makes all of them run again after a backoff, so they must be idempotent; if the new
    session is lost meanwhile, renewal starts over instead.
 

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,14 @@ from kazoo.client import KazooClient
 
 from sofakafka import cluster_launcher as cl
 from sofakafka.client import KafkaClient, NewTopic
+from sofakafka.controller.metadata import ClusterMetadata
+from sofakafka.controller.node import ControllerNode
+from sofakafka.controller.session import SessionRenewingStore
+from sofakafka.controller.store import MetadataStore, SessionState
+from sofakafka.controller.topics import NewTopic as NewTopicSpec
+from sofakafka.controller.zookeeper import ZooKeeperMetadataStore
 from sofakafka.protocol.errors import ErrorCode
+from tests.cluster.conftest import ZooKeeperServer
 from tests.cluster.test_failover import (
     BROKERS,
     SESSION_TIMEOUT_MS,
@@ -32,6 +41,8 @@ from tests.cluster.test_failover import (
     fail_under_load,
     wait_for,
 )
+from tests.cluster.test_zookeeper_store import StateLog, expire
+from tests.unit.controller import conftest as unit
 
 
 @pytest.fixture
@@ -90,6 +101,13 @@ def test_an_expired_controller_hands_over_comes_back_as_a_broker_and_can_be_elec
         os.kill(cluster.record(broker_id).pid, signal.SIGCONT)
         wait_for("the woken broker to register again with a new broker epoch",
                  lambda: (broker_epoch(zk, broker_id) or 0) > old_epoch)
+        # Registered again means its metadata is the tree's again, not what it held when it froze (itself
+        # the controller and a leader): a client bootstrapping from it right now must be sent to the new
+        # leaders, or it reads the woken broker's old high watermark as the partition's.
+        with KafkaClient(cluster.bootstrap(broker_id), request_timeout_ms=10_000) as c:
+            seen = c.metadata([topic])
+        assert seen.controller_id == successor[0], seen
+        assert all(p.leader not in (broker_id, -1) for p in seen.topics[topic].partitions.values()), seen
         try:
             cluster.wait_full_isr([topic])
         except AssertionError as exc:
@@ -114,3 +132,81 @@ def test_an_expired_controller_hands_over_comes_back_as_a_broker_and_can_be_elec
         assert created["after-expiry"].error == ErrorCode.NONE, created
         wait_for("a leader for the topic it created",
                  lambda: c.metadata(["after-expiry"]).topics["after-expiry"].partitions[0].leader == old)
+
+
+class _RegistrationWatchingStore(SessionRenewingStore):
+    """Keeps what the node's cache says at the moment each registration of ``broker_id`` is written: what a
+    client asking that broker for metadata is told from the instant the cluster sees it back."""
+
+    def __init__(self, connect: Callable[[], MetadataStore], broker_id: int) -> None:
+        super().__init__(connect, retry_backoff_s=0.05)
+        self.node: ControllerNode | None = None
+        self.views_at_registration: list[ClusterMetadata] = []
+        self._path = f"/brokers/ids/{broker_id}"
+
+    def create(self, path: str, value: bytes = b"", ephemeral: bool = False, sequence: bool = False,
+               makepath: bool = False) -> str:
+        if path == self._path and self.node is not None:
+            self.views_at_registration.append(self.node.cache.snapshot())
+        return super().create(path, value, ephemeral=ephemeral, sequence=sequence, makepath=makepath)
+
+
+def test_a_broker_registers_again_only_once_its_metadata_is_the_trees_again(
+    zookeeper: ZooKeeperServer, zk_chroot: str
+) -> None:
+    # The race behind a stale high watermark read after a controller's session expired: the woken broker was
+    # seen registered again while its cache still held the view it froze with (itself the controller and
+    # the leader), so a client bootstrapping from it fetched from it as the leader. Here the new session is
+    # held back until the other broker has taken over and moved the leadership, as a frozen broker is.
+    gate = threading.Event()
+    sessions = 0
+
+    def connect() -> ZooKeeperMetadataStore:
+        nonlocal sessions
+        sessions += 1
+        if sessions > 1:
+            assert gate.wait(WAIT_S), "the test never let the renewal through"
+        return ZooKeeperMetadataStore.connect(zookeeper.hosts, zk_chroot, session_timeout=10,
+                                              connection_timeout=10)
+
+    first_store = _RegistrationWatchingStore(connect, 1)
+    second_store = SessionRenewingStore(lambda: ZooKeeperMetadataStore.connect(
+        zookeeper.hosts, zk_chroot, session_timeout=10, connection_timeout=10), retry_backoff_s=0.05)
+    nodes: list[ControllerNode] = []
+    try:
+        first = ControllerNode.start(first_store, 1, unit.plaintext(9091), rng=random.Random(1),
+                                     stale_registration_wait_s=10)
+        nodes.append(first)
+        first_store.node = first
+        unit.settle(first)
+        second = ControllerNode.start(second_store, 2, unit.plaintext(9092), rng=random.Random(2),
+                                      stale_registration_wait_s=10)
+        nodes.append(second)
+        first.admin.create_topic(NewTopicSpec("orders", assignments={0: [1, 2]}))
+        unit.settle(first)
+        assert first.cache.wait_until(lambda s: s.has_leaders("orders"), WAIT_S)
+        before = first.cache.snapshot().partition("orders", 0)
+        assert before is not None and before.leader == 1
+
+        lost = first_store.current_session
+        assert isinstance(lost, ZooKeeperMetadataStore)
+        states = StateLog()
+        lost.add_listener(states)
+        expire(zookeeper, lost)
+        states.wait_for(SessionState.LOST)
+
+        def taken_over(s: ClusterMetadata) -> bool:
+            p = s.partition("orders", 0)
+            return s.controller_id == 2 and p is not None and p.leader == 2
+        assert second.cache.wait_until(taken_over, WAIT_S)
+        gate.set()
+        assert second.cache.wait_until(lambda s: sorted(s.brokers) == [1, 2], WAIT_S)
+
+        (seen,) = first_store.views_at_registration
+        assert taken_over(seen), (seen.controller_id, seen.partition("orders", 0))
+    finally:
+        gate.set()
+        for n in reversed(nodes):
+            n.shutdown()
+        second_store.close()
+        first_store.close()
