@@ -77,7 +77,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from sofakafka.controller import admin_notifications, zk_data, zk_paths
 from sofakafka.controller.controlled_shutdown import ControlledShutdownError, do_controlled_shutdown
@@ -107,6 +107,7 @@ from sofakafka.controller.zk_data import (
 from sofakafka.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 INITIAL_CONTROLLER_EPOCH = 0
 NO_LEADER = -1
@@ -240,41 +241,37 @@ class KafkaController:
         Raises ``TimeoutError`` when the thread did not get to it within ``timeout``; a controller that is
         not active answers NOT_CONTROLLER for each partition."""
         wanted = None if partitions is None else list(partitions)
-        future: concurrent.futures.Future[dict[TopicPartition, ElectionResult]] = concurrent.futures.Future()
-
-        def task() -> None:
-            try:
-                future.set_result(self._on_elect_leaders(wanted, election_type))
-            except BaseException as exc:
-                future.set_exception(exc)
-                raise
-
-        self._post(task)
-        try:
-            return future.result(timeout)
-        except concurrent.futures.TimeoutError:
-            raise TimeoutError("the controller did not run the election in time") from None
+        return self.call_on_thread(lambda: self._on_elect_leaders(wanted, election_type), timeout,
+                                   "run the election")
 
     def controlled_shutdown(self, broker_id: int, broker_epoch: int, timeout: float) -> list[TopicPartition]:
         """ControlledShutdown on the controller thread (sofakafka/controller/controlled_shutdown.py): returns the
         replicated partitions ``broker_id`` still leads; raises ``ControlledShutdownError`` for a request that
         failed as a whole, ``ControllerMovedError`` when deposed meanwhile, ``TimeoutError`` past ``timeout``."""
-        future: concurrent.futures.Future[list[TopicPartition]] = concurrent.futures.Future()
+        return self.call_on_thread(lambda: do_controlled_shutdown(self, broker_id, broker_epoch), timeout,
+                                   "process the controlled shutdown", answers=(ControlledShutdownError,))
+
+    def call_on_thread(self, work: Callable[[], T], timeout: float, what: str,
+                       answers: tuple[type[BaseException], ...] = ()) -> T:
+        """Run ``work`` on the controller thread, where the context may be touched, and wait for its result
+        (requests from handler threads). Exceptions of ``answers`` are answers to the request and reach only
+        the caller; any other failure also reaches the controller loop, which logs it or resigns. Raises
+        ``TimeoutError`` ("the controller did not <what> in time") when the thread did not get to it."""
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
 
         def task() -> None:
             try:
-                future.set_result(do_controlled_shutdown(self, broker_id, broker_epoch))
-            except ControlledShutdownError as exc:
-                future.set_exception(exc)  # an answer to the request, not a failure of the controller
+                future.set_result(work())
             except BaseException as exc:
                 future.set_exception(exc)
-                raise
+                if not isinstance(exc, answers):
+                    raise
 
         self._post(task)
         try:
             return future.result(timeout)
         except concurrent.futures.TimeoutError:
-            raise TimeoutError("the controller did not process the controlled shutdown in time") from None
+            raise TimeoutError(f"the controller did not {what} in time") from None
 
     def configure_leader_rebalance(self, enable: bool, interval_s: float, imbalance_percentage: int) -> None:
         """``auto.leader.rebalance.enable`` and its two settings; the first check runs one interval from now."""

@@ -30,7 +30,6 @@ context); the public methods :meth:`alter_partition_reassignments` and :meth:`li
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -119,23 +118,13 @@ class ReassignmentManager:
         return self._call(lambda: self._on_list(wanted), timeout)
 
     def _call(self, work: Callable[[], T], timeout: float) -> T:
-        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        def on_active_controller() -> T:
+            if not self._controller.is_active:
+                raise KafkaError(ErrorCode.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
+            return work()
 
-        def task() -> None:
-            try:
-                if not self._controller.is_active:
-                    raise KafkaError(ErrorCode.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
-                future.set_result(work())
-            except BaseException as exc:
-                future.set_exception(exc)
-                if not isinstance(exc, KafkaError):
-                    raise
-
-        self._controller._post(task)
-        try:
-            return future.result(timeout)
-        except concurrent.futures.TimeoutError:
-            raise TimeoutError("the controller did not handle the reassignment in time") from None
+        return self._controller.call_on_thread(on_active_controller, timeout, "handle the reassignment",
+                                               answers=(KafkaError,))
 
     # ------------------------------------------------------------------ hooks called by the controller
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,15 +15,14 @@ from hypothesis import strategies as st
 from sofakafka.controller import zk_data, zk_paths
 from sofakafka.controller.admin_notifications import DELETE_BATCH
 from sofakafka.controller.controlled_shutdown import ControlledShutdownError, controlled_shutdown_leader
-from sofakafka.controller.embedded import EmbeddedMetadataServer, EmbeddedMetadataStore
 from sofakafka.controller.kafka_controller import ElectionType
-from sofakafka.controller.node import ControllerNode
 from sofakafka.controller.store import MetadataStore
 from sofakafka.controller.topics import NewTopic
 from sofakafka.controller.zk_data import PartitionState, TopicPartition
 from sofakafka.protocol.errors import ErrorCode
 
-from .conftest import SETTLE_TIMEOUT, plaintext, settle
+from . import test_controller
+from .conftest import SETTLE_TIMEOUT
 
 STATE = "/brokers/topics/{}/partitions/{}/state"
 
@@ -39,39 +37,12 @@ def write_state(store: MetadataStore, topic: str, partition: int, new: Partition
     store.set(STATE.format(topic, partition), new.encode())
 
 
-class Cluster:
-    def __init__(self, directory: Path) -> None:
-        self.server = EmbeddedMetadataServer.open(directory, fsync=False)
-        self.nodes: dict[int, ControllerNode] = {}
-        self.sessions: dict[int, EmbeddedMetadataStore] = {}
-
-    def start(self, broker_id: int) -> ControllerNode:
-        session = self.server.connect()
-        self.sessions[broker_id] = session
-        node = ControllerNode.start(session, broker_id, plaintext(9090 + broker_id), rng=random.Random(broker_id))
-        self.nodes[broker_id] = node
-        self.settle()
-        return node
-
-    def kill(self, broker_id: int) -> None:
-        self.nodes.pop(broker_id).shutdown()
-        self.sessions.pop(broker_id).close()
-
-    def settle(self) -> None:
-        for _ in range(2):
-            for node in self.nodes.values():
-                settle(node)
-
+class Cluster(test_controller.Cluster):
     def controlled_shutdown(self, broker_id: int, broker_epoch: int | None = None, via: int = 1) -> list[TopicPartition]:
         epoch = self.nodes[broker_id].broker_epoch if broker_epoch is None else broker_epoch
         remaining = self.nodes[via].controller.controlled_shutdown(broker_id, epoch, SETTLE_TIMEOUT)
         self.settle()
         return remaining
-
-    def close(self) -> None:
-        for broker_id in list(self.nodes):
-            self.kill(broker_id)
-        self.server.close()
 
 
 @pytest.fixture
