@@ -24,7 +24,6 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from sofakafka import cluster_launcher as cl
 from sofakafka.client import BrokerConnection
 from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.messages.controlled_shutdown import (
@@ -38,27 +37,15 @@ WAIT_S = tf.WAIT_S
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tf.Cluster]:
-    directory = tmp_path_factory.mktemp("controlled-shutdown")
-    base, zk = tf._free_ports()
-    state = cl.up(cl.ClusterSpec(tf.BROKERS, directory, base, zk, overrides={
-        "zookeeper.session.timeout.ms": str(tf.SESSION_TIMEOUT_MS),
-        "replica.lag.time.max.ms": "10000",
-    }))
-    try:
-        yield tf.Cluster(state)
-    finally:
-        cl.stop_processes(cl.ClusterState.load(directory).processes, deadline_s=15)
+    with tf.running_cluster(tmp_path_factory.mktemp("controlled-shutdown"),
+                            {"replica.lag.time.max.ms": "10000"}) as c:
+        yield c
 
 
 @pytest.fixture(scope="module")
 def zk(cluster: tf.Cluster) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=f"127.0.0.1:{cluster.state.zk_port}", timeout=10)
-    client.start(timeout=WAIT_S)
-    try:
+    with tf.kazoo_client(cluster) as client:
         yield client
-    finally:
-        client.stop()
-        client.close()
 
 
 @dataclass

@@ -13,6 +13,7 @@ ephemeral registration, the controller's only sign of its death, goes away quick
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -149,23 +150,42 @@ class Cluster:
         return "\n".join(out)
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    directory = tmp_path_factory.mktemp("failover")
+@contextlib.contextmanager
+def running_cluster(directory: Path, overrides: dict[str, str]) -> Iterator[Cluster]:
+    """BROKERS brokers and a ZooKeeper under ``directory`` with this module's session timeout and
+    ``overrides``; every process stopped at the end, restarted ones included."""
     base, zk = _free_ports()
     state = cl.up(cl.ClusterSpec(BROKERS, directory, base, zk, overrides={
-        "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+        "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS), **overrides}))
+    try:
+        yield Cluster(state)
+    finally:
+        cl.stop_processes(cl.ClusterState.load(directory).processes, deadline_s=15)
+
+
+@contextlib.contextmanager
+def kazoo_client(cluster: Cluster) -> Iterator[KazooClient]:
+    """A ZooKeeper client of the cluster's own, to read znodes as Kafka's tools would."""
+    client = KazooClient(hosts=f"127.0.0.1:{cluster.state.zk_port}", timeout=10)
+    client.start(timeout=WAIT_S)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with running_cluster(tmp_path_factory.mktemp("failover"), {
         # Keeps a frozen follower (alive to ZooKeeper, so no controller drops it) from holding up acks=all for
         # Kafka's default 30 s; a dead one leaves the ISR through the controller once its session is gone.
         "replica.lag.time.max.ms": "6000",
         # Tests here assert where leadership is after a failure; the 300 s automatic rebalance could move it
         # back between two looks. test_auto_leader_rebalance_moves_leadership_back_by_itself covers it.
         "auto.leader.rebalance.enable": "false",
-    }))
-    try:
-        yield Cluster(state)
-    finally:
-        cl.stop_processes(cl.ClusterState.load(directory).processes, deadline_s=15)
+    }) as c:
+        yield c
 
 
 class LoadProducer:
@@ -405,28 +425,22 @@ def test_cluster_dir_records_the_restarts(cluster: Cluster) -> None:
 
 
 def test_auto_leader_rebalance_moves_leadership_back_by_itself(tmp_path: Path) -> None:
-    base, zk = _free_ports()
-    state = cl.up(cl.ClusterSpec(BROKERS, tmp_path / "rebalance", base, zk, overrides={
-        "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+    with running_cluster(tmp_path / "rebalance", {
         "auto.leader.rebalance.enable": "true",
         "leader.imbalance.check.interval.seconds": "2",
-    }))
-    try:
-        cluster = Cluster(state)
+    }) as cluster:
         topic = cluster.create_topic()
         preferred = {p: leader for p, (leader, _) in cluster.partitions(topic).items()}
         victim = preferred[0]
         cluster.kill(victim)
         wait_for("leadership to leave the dead broker",
                  lambda: all(leader not in (victim, -1) for leader, _ in cluster.partitions(topic).values()))
-        cl.restart_broker(state.directory, victim)
+        cl.restart_broker(cluster.state.directory, victim)
         # No ElectLeaders request: the controller's periodic imbalance check elects the preferred replica
         # once it is back in the ISR (one partition of three not led is above the 10% threshold).
         wait_for("every partition led by its preferred replica again",
                  lambda: {p: leader for p, (leader, _) in cluster.partitions(topic).items()} == preferred)
         cluster.wait_full_isr([topic])
-    finally:
-        cl.stop_processes(cl.ClusterState.load(state.directory).processes, deadline_s=15)
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])

@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from sofakafka import cluster_launcher as cl
 from sofakafka.client import KafkaClient, NewTopic
 from sofakafka.controller.metadata import ClusterMetadata
 from sofakafka.controller.node import ControllerNode
@@ -33,12 +32,11 @@ from sofakafka.controller.zookeeper import ZooKeeperMetadataStore
 from sofakafka.protocol.errors import ErrorCode
 from tests.cluster.conftest import ZooKeeperServer
 from tests.cluster.test_failover import (
-    BROKERS,
-    SESSION_TIMEOUT_MS,
     WAIT_S,
     Cluster,
-    _free_ports,
     fail_under_load,
+    kazoo_client,
+    running_cluster,
     wait_for,
 )
 from tests.cluster.test_zookeeper_store import StateLog, expire
@@ -47,26 +45,14 @@ from tests.unit.controller import conftest as unit
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    base, zk = _free_ports()
-    state = cl.up(cl.ClusterSpec(BROKERS, tmp_path / "expiry", base, zk, overrides={
-        "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
-        "replica.lag.time.max.ms": "10000",
-    }))
-    try:
-        yield Cluster(state)
-    finally:
-        cl.stop_processes(cl.ClusterState.load(state.directory).processes, deadline_s=15)
+    with running_cluster(tmp_path / "expiry", {"replica.lag.time.max.ms": "10000"}) as c:
+        yield c
 
 
 @pytest.fixture
 def zk(cluster: Cluster) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=f"127.0.0.1:{cluster.state.zk_port}")
-    client.start(WAIT_S)
-    try:
+    with kazoo_client(cluster) as client:
         yield client
-    finally:
-        client.stop()
-        client.close()
 
 
 def broker_epoch(zk: KazooClient, broker_id: int) -> int | None:

@@ -33,30 +33,19 @@ REQUEST_TIMED_OUT = 7
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tf.Cluster]:
-    directory = tmp_path_factory.mktemp("topic-deletion")
-    base, zk = tf._free_ports()
-    state = cl.up(cl.ClusterSpec(tf.BROKERS, directory, base, zk, overrides={
-        "zookeeper.session.timeout.ms": str(tf.SESSION_TIMEOUT_MS),
+    with tf.running_cluster(tmp_path_factory.mktemp("topic-deletion"), {
         "replica.lag.time.max.ms": "10000",
         # Renamed -delete directories go after 1 s, looked for every 0.5 s (Kafka: 60 s, 5 min).
         "log.segment.delete.delay.ms": "1000",
         "log.retention.check.interval.ms": "500",
-    }))
-    try:
-        yield tf.Cluster(state)
-    finally:
-        cl.stop_processes(cl.ClusterState.load(directory).processes, deadline_s=15)
+    }) as c:
+        yield c
 
 
 @pytest.fixture(scope="module")
 def zk(cluster: tf.Cluster) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=f"127.0.0.1:{cluster.state.zk_port}", timeout=10)
-    client.start(timeout=WAIT_S)
-    try:
+    with tf.kazoo_client(cluster) as client:
         yield client
-    finally:
-        client.stop()
-        client.close()
 
 
 @pytest.fixture(scope="module")
