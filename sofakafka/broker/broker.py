@@ -252,6 +252,7 @@ class Broker:
 
         self._node = await self.run_blocking(open_store)
         assert self.store is not None
+        await self._wait_for_a_controller(session_timeout_s)
         # auto.leader.rebalance.enable: the check runs only while this broker is the active controller.
         self._node.controller.configure_leader_rebalance(
             config.get_bool("auto.leader.rebalance.enable"),
@@ -277,6 +278,17 @@ class Broker:
         await self._apply_metadata()
         self._start_periodic_tasks()
         self._components_started.set()
+
+    async def _wait_for_a_controller(self, timeout_s: float) -> None:
+        """Serve only once the metadata names a controller, so the first admin request after start-up is
+        not answered NOT_CONTROLLER while our own election is still on the controller thread (alone on the
+        embedded store, this broker is the only candidate). Bounded: in a cluster the controller may be
+        down for a while, and brokers serve without one, as Kafka's do."""
+        node = self.node
+        has_controller = await self.run_blocking(
+            lambda: node.cache.wait_until(lambda snap: snap.controller_id >= 0, timeout_s))
+        if not has_controller:
+            log.warning("no controller elected after %.1f s; serving without one", timeout_s)
 
     # -- metadata -> hosted partitions ------------------------------------------------------------------------------
     def _on_metadata_changed(self, _snapshot: ClusterMetadata) -> None:
