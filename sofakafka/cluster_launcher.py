@@ -344,7 +344,7 @@ def _log_tail(path: str | Path, lines: int = 20) -> str:
         return "(no log)"
 
 
-def start_zookeeper(directory: Path, port: int, deadline: float) -> ProcessRecord:
+def start_zookeeper(directory: Path, port: int, deadline: float, tick_ms: int = 2000) -> ProcessRecord:
     if not ZK_JAR.exists():
         raise LauncherError(f"{ZK_JAR} is missing: install Debian's zookeeper package (apt-get install zookeeper)")
     java = shutil.which("java")
@@ -354,7 +354,7 @@ def start_zookeeper(directory: Path, port: int, deadline: float) -> ProcessRecor
     (zk_dir / "data").mkdir(parents=True, exist_ok=True)
     cfg = zk_dir / "zoo.cfg"
     cfg.write_text(
-        "tickTime=2000\n"
+        f"tickTime={tick_ms}\n"
         f"dataDir={zk_dir / 'data'}\n"
         f"clientPort={port}\n"
         "clientPortAddress=127.0.0.1\n"
@@ -461,6 +461,9 @@ class ClusterSpec:
     racks: tuple[str, ...] = ()
     overrides: Mapping[str, str] = field(default_factory=dict)
     host: str = "127.0.0.1"
+    # ZooKeeper's tickTime (its default). Sessions expire on tick boundaries, up to one tick late, and may last
+    # 2 to 20 ticks: tests with short sessions use a smaller tick so that a dead broker is noticed sooner.
+    zk_tick_ms: int = 2000
 
 
 def up(spec: ClusterSpec, *, deadline_s: float = START_DEADLINE_S) -> ClusterState:
@@ -483,7 +486,7 @@ def up(spec: ClusterSpec, *, deadline_s: float = START_DEADLINE_S) -> ClusterSta
     state = ClusterState(directory, spec.zk_port, addresses)
     deadline = time.monotonic() + deadline_s
     try:
-        state.processes.append(start_zookeeper(directory, spec.zk_port, deadline))
+        state.processes.append(start_zookeeper(directory, spec.zk_port, deadline, spec.zk_tick_ms))
         state.save()
         for broker_id, address in addresses.items():
             props = broker_properties(

@@ -144,7 +144,7 @@ def zk_broker_factory(
             b.kill()
 
 
-def forget_dead_broker_sockets() -> None:
+def forget_dead_broker_sockets(already_running: frozenset[threading.Thread] = frozenset()) -> None:
     """kafka-python leaves the socket of a refused reconnect to a killed broker for the garbage collector (its
     bug, not the broker's). Every cluster test kills or stops brokers while kafka-python clients know them, so
     collect those sockets at the end of each test, where that is expected, instead of letting the collector
@@ -152,7 +152,10 @@ def forget_dead_broker_sockets() -> None:
     deadline = time.monotonic() + 10
     for thread in threading.enumerate():
         # A closed client's network thread may still hold such a socket until it has exited.
-        if thread is not threading.current_thread() and "kafka-python" in thread.name:
+        # Threads that ran before the test (a module-scoped client's IO thread) are not closing: waiting for
+        # them would only burn the deadline.
+        if (thread is not threading.current_thread() and "kafka-python" in thread.name
+                and thread not in already_running):
             thread.join(max(0.0, deadline - time.monotonic()))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ResourceWarning)
@@ -162,5 +165,6 @@ def forget_dead_broker_sockets() -> None:
 
 @pytest.fixture(autouse=True)
 def _collect_dead_broker_sockets() -> Iterator[None]:
+    before = frozenset(threading.enumerate())
     yield
-    forget_dead_broker_sockets()
+    forget_dead_broker_sockets(before)

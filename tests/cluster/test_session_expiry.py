@@ -76,6 +76,7 @@ def test_an_expired_controller_hands_over_comes_back_as_a_broker_and_can_be_elec
     successor: list[int] = []
 
     def freeze(broker_id: int) -> None:
+        cluster.frozen.add(broker_id)
         os.kill(cluster.record(broker_id).pid, signal.SIGSTOP)
 
     def thaw(broker_id: int) -> None:
@@ -85,6 +86,7 @@ def test_an_expired_controller_hands_over_comes_back_as_a_broker_and_can_be_elec
                      and c.metadata([]).controller_id not in (broker_id, -1))
             successor.append(c.metadata([]).controller_id)
         os.kill(cluster.record(broker_id).pid, signal.SIGCONT)
+        cluster.frozen.discard(broker_id)
         wait_for("the woken broker to register again with a new broker epoch",
                  lambda: (broker_epoch(zk, broker_id) or 0) > old_epoch)
         # Registered again means its metadata is the tree's again, not what it held when it froze (itself
