@@ -13,10 +13,8 @@ thread does not get to it within ``timeout_ms`` the answer is REQUEST_TIMED_OUT 
 
 from __future__ import annotations
 
-import asyncio
-
 from sofakafka.broker.handlers import RequestContext, handles
-from sofakafka.broker.handlers.create_topics import is_controller
+from sofakafka.broker.handlers._controller import ask_controller
 from sofakafka.controller.reassignment import ReassignmentResult
 from sofakafka.controller.zk_data import TopicPartition
 from sofakafka.protocol.api import ApiKey
@@ -28,7 +26,6 @@ from sofakafka.protocol.messages.alter_partition_reassignments import (
 
 TopicResponse = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
 PartitionResponse = TopicResponse.ReassignablePartitionResponse
-NOT_CONTROLLER_MESSAGE = "This is not the correct controller for this cluster."
 
 
 def _top_level(code: ErrorCode, message: str | None) -> AlterPartitionReassignmentsResponse:
@@ -44,17 +41,11 @@ async def handle_alter_partition_reassignments(
         for partition in topic.partitions:
             wanted[TopicPartition(topic.name, partition.partition_index)] = (
                 None if partition.replicas is None else list(partition.replicas))
-    controller = ctx.broker.node.controller
-    if not is_controller(ctx) or not controller.is_active:
-        return _top_level(ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE)
-    if not wanted:
-        return AlterPartitionReassignmentsResponse(error_message=None)
     timeout_s = max(request.timeout_ms, 0) / 1000
     try:
-        results: dict[TopicPartition, ReassignmentResult] = await asyncio.to_thread(
-            controller.reassignments.alter_partition_reassignments, wanted, timeout_s)
-    except TimeoutError:
-        return _top_level(ErrorCode.REQUEST_TIMED_OUT, "The controller did not handle the reassignment in time.")
+        results: dict[TopicPartition, ReassignmentResult] = await ask_controller(
+            ctx, lambda c: c.reassignments.alter_partition_reassignments(wanted, timeout_s) if wanted else {},
+            "The controller did not handle the reassignment in time.")
     except KafkaError as exc:
         return _top_level(exc.code, exc.message)
     by_topic: dict[str, list[PartitionResponse]] = {}

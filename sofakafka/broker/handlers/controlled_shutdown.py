@@ -16,14 +16,11 @@ brokers that predate KIP-380); v3 is flexible.
 
 from __future__ import annotations
 
-import asyncio
-
 from sofakafka.broker.handlers import RequestContext, handles
-from sofakafka.broker.handlers.create_topics import is_controller
+from sofakafka.broker.handlers._controller import ask_controller
 from sofakafka.controller.controlled_shutdown import UNKNOWN_BROKER_EPOCH, ControlledShutdownError
-from sofakafka.controller.kafka_controller import ControllerMovedError
 from sofakafka.protocol.api import ApiKey
-from sofakafka.protocol.errors import ErrorCode
+from sofakafka.protocol.errors import ErrorCode, KafkaError
 from sofakafka.protocol.messages.controlled_shutdown import (
     ControlledShutdownRequest,
     ControlledShutdownResponse,
@@ -38,20 +35,13 @@ def _error(code: ErrorCode) -> ControlledShutdownResponse:
 
 @handles(ApiKey.CONTROLLED_SHUTDOWN, 0, 3, error_response=lambda _request, _version, code: _error(ErrorCode(code)))
 async def handle_controlled_shutdown(ctx: RequestContext, request: ControlledShutdownRequest) -> ControlledShutdownResponse:
-    broker = ctx.broker
-    controller = broker.node.controller
-    if not is_controller(ctx) or not controller.is_active:
-        return _error(ErrorCode.NOT_CONTROLLER)
     broker_epoch = request.broker_epoch if ctx.api_version >= 2 else UNKNOWN_BROKER_EPOCH
-    timeout_s = broker.config.get_int("controller.socket.timeout.ms") / 1000
+    timeout_s = ctx.broker.config.get_int("controller.socket.timeout.ms") / 1000
     try:
-        remaining = await asyncio.to_thread(controller.controlled_shutdown, request.broker_id, broker_epoch,
-                                            timeout_s)
-    except ControlledShutdownError as exc:
+        remaining = await ask_controller(
+            ctx, lambda c: c.controlled_shutdown(request.broker_id, broker_epoch, timeout_s),
+            "The controller did not handle the controlled shutdown in time.")
+    except (ControlledShutdownError, KafkaError) as exc:
         return _error(exc.code)
-    except ControllerMovedError:
-        return _error(ErrorCode.NOT_CONTROLLER)
-    except TimeoutError:
-        return _error(ErrorCode.REQUEST_TIMED_OUT)
     return ControlledShutdownResponse(error_code=ErrorCode.NONE, remaining_partitions=[
         RemainingPartition(topic_name=tp.topic, partition_index=tp.partition) for tp in remaining])

@@ -16,7 +16,8 @@ import asyncio
 from collections import Counter
 
 from sofakafka.broker.handlers import RequestContext, handles
-from sofakafka.broker.handlers.create_topics import is_controller, wait_for_leaders
+from sofakafka.broker.handlers._controller import NOT_CONTROLLER_MESSAGE, is_controller
+from sofakafka.broker.handlers.create_topics import wait_for_leaders
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode, KafkaError
 from sofakafka.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
@@ -29,8 +30,7 @@ async def handle_create_partitions(ctx: RequestContext, request: CreatePartition
     counts = Counter(t.name for t in request.topics)
     if not is_controller(ctx):
         return CreatePartitionsResponse(results=[
-            Result(name=n, error_code=ErrorCode.NOT_CONTROLLER,
-                   error_message="This is not the correct controller for this cluster.") for n in counts])
+            Result(name=n, error_code=ErrorCode.NOT_CONTROLLER, error_message=NOT_CONTROLLER_MESSAGE) for n in counts])
     admin = ctx.broker.topic_admin
     results: dict[str, Result] = {}
     added: dict[str, list[int]] = {}

@@ -27,6 +27,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.broker.handlers._controller import is_controller, not_controller
 from sofakafka.broker.handlers.describe_configs import read_dynamic_broker_configs, topic_config_entries
 from sofakafka.controller.metadata import ClusterMetadata, MetadataCache
 from sofakafka.controller.topics import CreatedTopic, NewTopic
@@ -38,15 +39,6 @@ log = logging.getLogger(__name__)
 
 TopicResult = CreateTopicsResponse.CreatableTopicResult
 TopicConfig = TopicResult.CreatableTopicConfigs
-
-
-def is_controller(ctx: RequestContext) -> bool:
-    return bool(ctx.broker.metadata_cache.snapshot().controller_id == ctx.broker.broker_id)
-
-
-def ensure_controller(ctx: RequestContext) -> None:
-    if not is_controller(ctx):
-        raise KafkaError(ErrorCode.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
 
 
 async def wait_for_metadata(cache: MetadataCache, predicate: Callable[[ClusterMetadata], bool],
@@ -139,8 +131,7 @@ def error_result(name: str, exc: KafkaError) -> TopicResult:
 async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     counts = Counter(t.name for t in request.topics)
     if not is_controller(ctx):
-        not_controller = KafkaError(ErrorCode.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
-        return CreateTopicsResponse(topics=[error_result(n, not_controller) for n in counts])
+        return CreateTopicsResponse(topics=[error_result(n, not_controller()) for n in counts])
     admin = ctx.broker.topic_admin
     results: list[TopicResult] = []
     created: list[CreatedTopic] = []

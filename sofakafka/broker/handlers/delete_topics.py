@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 
 from sofakafka.broker.handlers import RequestContext, handles
-from sofakafka.broker.handlers.create_topics import is_controller, wait_for_metadata
+from sofakafka.broker.handlers._controller import is_controller
+from sofakafka.broker.handlers.create_topics import wait_for_metadata
 from sofakafka.controller.metadata import ClusterMetadata
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode, KafkaError

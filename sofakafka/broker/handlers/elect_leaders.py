@@ -15,19 +15,16 @@ Version notes: v1 adds ``election_type`` and the top-level ``error_code``; v2 is
 
 from __future__ import annotations
 
-import asyncio
-
 from sofakafka.broker.handlers import RequestContext, handles
-from sofakafka.broker.handlers.create_topics import is_controller
+from sofakafka.broker.handlers._controller import ask_controller
 from sofakafka.controller.kafka_controller import ElectionResult, ElectionType
 from sofakafka.controller.zk_data import TopicPartition
 from sofakafka.protocol.api import ApiKey
-from sofakafka.protocol.errors import ErrorCode
+from sofakafka.protocol.errors import ErrorCode, KafkaError
 from sofakafka.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 
 TopicResult = ElectLeadersResponse.ReplicaElectionResult
 PartitionResult = ElectLeadersResponse.ReplicaElectionResult.PartitionResult
-NOT_CONTROLLER_MESSAGE = "This is not the correct controller for this cluster."
 
 
 def _requested(request: ElectLeadersRequest) -> list[TopicPartition] | None:
@@ -60,16 +57,14 @@ async def handle_elect_leaders(ctx: RequestContext, request: ElectLeadersRequest
         except ValueError:
             return _response({tp: (ErrorCode.INVALID_REQUEST, f"Unknown election type {request.election_type}.")
                               for tp in wanted or []}, ErrorCode.INVALID_REQUEST)
-    if not is_controller(ctx) or not ctx.broker.node.controller.is_active:
-        results: dict[TopicPartition, ElectionResult] = {
-            tp: (ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE) for tp in wanted or []}
-        return _response(results, ErrorCode.NOT_CONTROLLER if ctx.api_version >= 1 else ErrorCode.NONE)
     timeout_s = max(request.timeout_ms, 0) / 1000
     try:
-        results = await asyncio.to_thread(ctx.broker.node.controller.elect_leaders, wanted, election_type, timeout_s)
-    except TimeoutError:
-        return _response({tp: (ErrorCode.REQUEST_TIMED_OUT, "The election did not complete in time.")
-                          for tp in wanted or []})
+        results: dict[TopicPartition, ElectionResult] = await ask_controller(
+            ctx, lambda c: c.elect_leaders(wanted, election_type, timeout_s), "The election did not complete in time.")
+    except KafkaError as exc:
+        # v0 has no top-level error: every partition carries it. A timeout is per partition in every version.
+        top = exc.code if ctx.api_version >= 1 and exc.code == ErrorCode.NOT_CONTROLLER else ErrorCode.NONE
+        return _response({tp: (exc.code, exc.message) for tp in wanted or []}, top)
     if ctx.api_version >= 1 and all(code == ErrorCode.NOT_CONTROLLER for code, _ in results.values()) and (
             results or not ctx.broker.node.controller.is_active):
         # The controller resigned between the check above and its thread running the election: say so at the

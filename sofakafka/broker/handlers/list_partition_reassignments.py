@@ -9,10 +9,8 @@ NOT_CONTROLLER at the top level. Read on the controller's thread, whose view is 
 
 from __future__ import annotations
 
-import asyncio
-
 from sofakafka.broker.handlers import RequestContext, handles
-from sofakafka.broker.handlers.create_topics import is_controller
+from sofakafka.broker.handlers._controller import ask_controller
 from sofakafka.controller.reassignment import OngoingReassignment
 from sofakafka.controller.zk_data import TopicPartition
 from sofakafka.protocol.api import ApiKey
@@ -24,7 +22,6 @@ from sofakafka.protocol.messages.list_partition_reassignments import (
 
 TopicReassignment = ListPartitionReassignmentsResponse.OngoingTopicReassignment
 PartitionReassignment = TopicReassignment.OngoingPartitionReassignment
-NOT_CONTROLLER_MESSAGE = "This is not the correct controller for this cluster."
 
 
 def _top_level(code: ErrorCode, message: str | None) -> ListPartitionReassignmentsResponse:
@@ -37,15 +34,11 @@ async def handle_list_partition_reassignments(
 ) -> ListPartitionReassignmentsResponse:
     wanted = None if request.topics is None else list(dict.fromkeys(
         TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes))
-    controller = ctx.broker.node.controller
-    if not is_controller(ctx) or not controller.is_active:
-        return _top_level(ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE)
     timeout_s = max(request.timeout_ms, 0) / 1000
     try:
-        ongoing: dict[TopicPartition, OngoingReassignment] = await asyncio.to_thread(
-            controller.reassignments.list_partition_reassignments, wanted, timeout_s)
-    except TimeoutError:
-        return _top_level(ErrorCode.REQUEST_TIMED_OUT, "The controller did not list the reassignments in time.")
+        ongoing: dict[TopicPartition, OngoingReassignment] = await ask_controller(
+            ctx, lambda c: c.reassignments.list_partition_reassignments(wanted, timeout_s),
+            "The controller did not list the reassignments in time.")
     except KafkaError as exc:
         return _top_level(exc.code, exc.message)
     by_topic: dict[str, list[PartitionReassignment]] = {}
