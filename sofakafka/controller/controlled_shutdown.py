@@ -22,7 +22,8 @@ znodes:
   there are some.
 
 Each state write is conditioned on the znode version just read, because leaders change the ISR themselves; a
-lost race reads again and decides again.
+lost race reads again and decides again (:meth:`KafkaController._rewrite_state`); a partition that keeps changing
+is reported as remaining, and the broker's retry covers the rest.
 
 Public API (called on the controller thread through :meth:`KafkaController.controlled_shutdown`)::
 
@@ -37,8 +38,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from sofakafka.controller import zk_paths
-from sofakafka.controller.store import BadVersionError, NoNodeError, SetDataOp
+from sofakafka.controller.state_rewrite import NotRewritten, StateRewrite
 from sofakafka.controller.zk_data import PartitionState, TopicPartition
 from sofakafka.protocol.errors import ErrorCode
 
@@ -49,10 +49,6 @@ log = logging.getLogger(__name__)
 
 UNKNOWN_BROKER_EPOCH = -1
 """What a v0/v1 request (which has no broker epoch) or an old broker sends: not checked, as in Kafka."""
-
-# A partition whose state keeps changing under us (leaders writing ISR changes) is decided again this many
-# times before it is reported as remaining; the broker's retry covers the rest.
-_STATE_WRITE_ATTEMPTS = 5
 
 
 class ControlledShutdownError(Exception):
@@ -106,34 +102,25 @@ def _partitions_to_act_on(c: KafkaController, broker_id: int) -> list[TopicParti
 
 
 def _move_away(c: KafkaController, tp: TopicPartition, broker_id: int) -> None:
-    ctx = c._partitions[tp]
-    path = zk_paths.topic_partition_state_path(tp.topic, tp.partition)
     replicas = c._assignments.get(tp.topic, {}).get(tp.partition, [])
-    for _ in range(_STATE_WRITE_ATTEMPTS):
-        try:
-            raw, stat = c._store.get(path)
-        except NoNodeError:
-            return
-        old = PartitionState.decode(raw)
-        ctx.state, ctx.zk_version = old, stat.version
+
+    def decide(old: PartitionState) -> PartitionState | None:
         if old.leader == broker_id:
             leader = controlled_shutdown_leader(replicas, old.isr, c._is_replica_online)
             if leader is None:
-                return  # stays with the broker: reported as remaining
+                return None  # stays with the broker: reported as remaining
             isr = tuple(r for r in old.isr if r not in c._shutting_down)
         elif broker_id in old.isr and len(old.isr) > 1:
             leader, isr = old.leader, tuple(r for r in old.isr if r != broker_id)
         else:
-            return
-        state = PartitionState(leader, old.leader_epoch + 1, c._epoch, isr)
-        try:
-            c._fenced([SetDataOp(path, state.encode(), ctx.zk_version)])
-        except BadVersionError:
-            continue  # a leader changed the ISR meanwhile: decide again on what it wrote
-        ctx.state, ctx.zk_version = state, ctx.zk_version + 1
-        c._offline.discard(tp)
+            return None
+        return PartitionState(leader, old.leader_epoch + 1, c._epoch, isr)
+
+    outcome = c._rewrite_state(tp, decide)
+    if isinstance(outcome, StateRewrite):
+        old, new = outcome.old, outcome.new
         log.info("controller: controlled shutdown of broker %d: %s leader %d -> %d, isr %s -> %s (epoch %d)",
-                 broker_id, tp, old.leader, leader, list(old.isr), list(isr), state.leader_epoch)
-        return
-    log.warning("controller: the state of %s kept changing during the controlled shutdown of broker %d", tp,
-                broker_id)
+                 broker_id, tp, old.leader, new.leader, list(old.isr), list(new.isr), new.leader_epoch)
+    elif outcome is NotRewritten.KEPT_CHANGING:
+        log.warning("controller: the state of %s kept changing during the controlled shutdown of broker %d", tp,
+                    broker_id)

@@ -82,6 +82,7 @@ from typing import Protocol, TypeVar
 from sofakafka.controller import admin_notifications, zk_data, zk_paths
 from sofakafka.controller.controlled_shutdown import ControlledShutdownError, do_controlled_shutdown
 from sofakafka.controller.reassignment import ReassignmentManager
+from sofakafka.controller.state_rewrite import STATE_WRITE_ATTEMPTS, NotRewritten, StateRewrite
 from sofakafka.controller.store import (
     BadVersionError,
     CheckOp,
@@ -95,6 +96,7 @@ from sofakafka.controller.store import (
     SessionState,
     SetDataOp,
     StoreError,
+    WatchCallback,
     WatchedEvent,
     ZnodeStat,
 )
@@ -108,6 +110,7 @@ from sofakafka.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+R = TypeVar("R")
 
 INITIAL_CONTROLLER_EPOCH = 0
 NO_LEADER = -1
@@ -606,6 +609,64 @@ class KafkaController:
             return
         ctx.state, ctx.zk_version = state, ctx.zk_version + 1
 
+    def _rewrite_state(
+        self,
+        tp: TopicPartition,
+        decide: Callable[[PartitionState], PartitionState | R],
+        *,
+        extra_ops: Callable[[], Sequence[Op]] | None = None,
+        watch: WatchCallback | None = None,
+        write_without_state: bool = False,
+        attempts: int = STATE_WRITE_ATTEMPTS,
+    ) -> StateRewrite | R | NotRewritten:
+        """Read ``tp``'s state znode, ``decide`` on it, write the decision conditioned on the version read; a lost
+        race (a leader changed the ISR meanwhile) reads and decides again, up to ``attempts`` times.
+
+        The one loop behind every duty that rewrites a state another writer may be changing: requested
+        elections, controlled shutdown, reassignment start and completion differ only in ``decide``, which
+        returns the new state or anything else to give up with (returned as is; never a StateRewrite or a
+        NotRewritten). ``extra_ops`` (built again each attempt, since they too are conditioned on versions read)
+        go in the same fenced multi-op, so the state and e.g. the topic's assignment change together or not at
+        all. ``watch`` is armed by the read, and on the znode's absence too, so its next change (or creation)
+        brings the caller back. Without a state znode nothing is decided (``NO_STATE``); with
+        ``write_without_state`` the ``extra_ops`` are still written, alone. The cached context follows every
+        read and the successful write. A written partition leaves ``_offline``: a duty just chose its leader,
+        and should that one not be alive, the next broker change elects the partition anyway.
+
+        :meth:`_update_state` and :meth:`_refresh_state` stay apart: they serve the passes over many partitions
+        (a broker failure, a failover), which decide on the cached or just refreshed state, write once and, on a
+        lost race, keep what the leader wrote instead of deciding again."""
+        path = zk_paths.topic_partition_state_path(tp.topic, tp.partition)
+        for _ in range(attempts):
+            try:
+                raw, stat = self._store.get(path, watch)
+            except NoNodeError:
+                if watch is not None:
+                    self._store.exists(path, watch)
+                if write_without_state and extra_ops is not None:
+                    try:
+                        self._fenced(extra_ops())
+                    except BadVersionError:
+                        continue
+                return NotRewritten.NO_STATE
+            old = PartitionState.decode(raw)
+            ctx = self._partitions.get(tp)
+            if ctx is not None:
+                ctx.state, ctx.zk_version = old, stat.version
+            decision = decide(old)
+            if not isinstance(decision, PartitionState):
+                return decision
+            try:
+                self._fenced([SetDataOp(path, decision.encode(), stat.version),
+                              *(extra_ops() if extra_ops is not None else ())])
+            except BadVersionError:
+                continue
+            if ctx is not None:
+                ctx.state, ctx.zk_version = decision, stat.version + 1
+            self._offline.discard(tp)
+            return StateRewrite(old, decision)
+        return NotRewritten.KEPT_CHANGING
+
     def _on_brokers_failure(self, dead: set[int]) -> None:
         self._shutting_down -= dead  # gone, or back with a new epoch: a new incarnation may be elected again
         led_by_dead = [
@@ -657,17 +718,10 @@ class KafkaController:
         return replicas[0] if replicas else NO_LEADER
 
     def _elect_one(self, tp: TopicPartition, election_type: ElectionType) -> ElectionResult:
-        ctx = self._partitions.get(tp)
-        if ctx is None or tp.topic in self._topics_to_delete:
+        if tp not in self._partitions or tp.topic in self._topics_to_delete:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."
-        path = zk_paths.topic_partition_state_path(tp.topic, tp.partition)
-        for _ in range(5):
-            try:
-                raw, stat = self._store.get(path)
-            except NoNodeError:
-                return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "The partition has no state yet."
-            ctx.state, ctx.zk_version = PartitionState.decode(raw), stat.version
-            old = ctx.state
+
+        def decide(old: PartitionState) -> PartitionState | ElectionResult:
             replicas = self._assignments.get(tp.topic, {}).get(tp.partition, [])
             live = [r for r in replicas if self._is_replica_online(r)]
             if election_type == ElectionType.PREFERRED:
@@ -691,17 +745,18 @@ class KafkaController:
                     return (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
                             f"Failed to elect leader for partition {tp.topic}-{tp.partition} under strategy "
                             "UncleanPartitionLeaderElectionStrategy")
-            state = PartitionState(leader, old.leader_epoch + 1, self._epoch, isr)
-            try:
-                self._fenced([SetDataOp(path, state.encode(), ctx.zk_version)])
-            except BadVersionError:
-                continue  # the leader changed the ISR meanwhile: decide again on the new state
-            ctx.state, ctx.zk_version = state, ctx.zk_version + 1
-            self._offline.discard(tp)
-            log.info("controller: %s election for %s: leader %d -> %d (epoch %d)",
-                     election_type.name.lower(), tp, old.leader, leader, state.leader_epoch)
-            return ErrorCode.NONE, None
-        return ErrorCode.REQUEST_TIMED_OUT, "The partition state kept changing during the election."
+            return PartitionState(leader, old.leader_epoch + 1, self._epoch, isr)
+
+        outcome = self._rewrite_state(tp, decide)
+        if outcome is NotRewritten.NO_STATE:
+            return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "The partition has no state yet."
+        if outcome is NotRewritten.KEPT_CHANGING:
+            return ErrorCode.REQUEST_TIMED_OUT, "The partition state kept changing during the election."
+        if not isinstance(outcome, StateRewrite):
+            return outcome
+        log.info("controller: %s election for %s: leader %d -> %d (epoch %d)",
+                 election_type.name.lower(), tp, outcome.old.leader, outcome.new.leader, outcome.new.leader_epoch)
+        return ErrorCode.NONE, None
 
     def _check_leader_imbalance(self) -> None:
         try:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from sofakafka.controller import zk_data, zk_paths
+from sofakafka.controller.state_rewrite import NotRewritten, StateRewrite
 from sofakafka.controller.store import (
     BadVersionError,
     DeleteOp,
@@ -234,17 +235,14 @@ class ReassignmentManager:
             log.info("controller: reassigning %s: replicas %s -> %s (adding %s, removing %s)", tp,
                      list(current.replicas), list(reassignment.replicas), list(reassignment.adding_replicas),
                      list(reassignment.removing_replicas))
-            for _ in range(_WRITE_ATTEMPTS):
-                state_ops, new_state = self._state_update(tp, lambda s: self._started_state(s, reassignment, unneeded))
-                topic_ops = self._assignment_ops(tp, reassignment)
-                try:
-                    controller._fenced([*state_ops, *topic_ops])
-                except BadVersionError:
-                    continue  # a leader's ISR write or a CreatePartitions came in between: read again
-                self._applied(tp, reassignment, new_state)
-                break
-            else:
+            # Without a state znode (not elected yet) the assignment is written alone: it is what the first
+            # election will use. A lost race is a leader's ISR write or a CreatePartitions: read both again.
+            outcome = controller._rewrite_state(tp, lambda s: self._started_state(s, reassignment, unneeded),
+                                                extra_ops=lambda: self._assignment_ops(tp, reassignment),
+                                                write_without_state=True)
+            if outcome is NotRewritten.KEPT_CHANGING:
                 raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, "The partition kept changing during the reassignment.")
+            self._applied(tp, reassignment)
         if reassignment.is_being_reassigned:
             self._ongoing[tp] = reassignment
         else:
@@ -266,23 +264,15 @@ class ReassignmentManager:
         """Finish ``tp``'s reassignment if every target replica is in the ISR; otherwise (re)arm the watch on
         its state znode, whose next change brings us back here."""
         controller = self._controller
-        for _ in range(_WRITE_ATTEMPTS):
-            reassignment = self._ongoing.get(tp)
-            if reassignment is None or not controller.is_active:
-                return
-            path = zk_paths.topic_partition_state_path(tp.topic, tp.partition)
-            try:
-                raw, stat = controller._store.get(path, self._isr_watch)
-            except NoNodeError:
-                controller._store.exists(path, self._isr_watch)
-                return
-            state = PartitionState.decode(raw)
-            ctx = controller._partitions.get(tp)
-            if ctx is not None:
-                ctx.state, ctx.zk_version = state, stat.version
-            target = reassignment.target_replicas
+        reassignment = self._ongoing.get(tp)
+        if reassignment is None or not controller.is_active:
+            return
+        target = reassignment.target_replicas
+        final = OngoingReassignment(tuple(target), (), ())
+
+        def decide(state: PartitionState) -> PartitionState | None:
             if not set(target) <= set(state.isr):
-                return
+                return None
             # A broker in controlled shutdown is registered but must not be handed a leadership.
             online = controller._is_replica_online
             if state.leader in target and online(state.leader):
@@ -290,24 +280,25 @@ class ReassignmentManager:
             else:
                 leader = next((r for r in target if online(r) and r in state.isr), NO_LEADER)
                 if leader == NO_LEADER:
-                    return  # no live target replica: wait for one to come back
-            new_state = PartitionState(leader, state.leader_epoch + 1, controller.epoch,
-                                       tuple(r for r in state.isr if r in target))
-            final = OngoingReassignment(tuple(target), (), ())
-            ops: list[Op] = [SetDataOp(path, new_state.encode(), stat.version), *self._assignment_ops(tp, final)]
-            try:
-                controller._fenced(ops)
-            except BadVersionError:
-                continue
-            self._applied(tp, final, (new_state, stat.version + 1))
-            del self._ongoing[tp]
-            log.info("controller: reassignment of %s complete: replicas %s, leader %d (epoch %d), removed %s",
-                     tp, target, leader, new_state.leader_epoch, list(reassignment.removing_replicas))
-            self._remove_from_zk_reassignment(_entry_is(tp, target))
-            if tp.topic in controller._topics_to_delete and not self.in_progress(tp.topic):
-                controller._resume_deletions()
+                    return None  # no live target replica: wait for one to come back
+            return PartitionState(leader, state.leader_epoch + 1, controller.epoch,
+                                  tuple(r for r in state.isr if r in target))
+
+        # State and assignment in one multi-op: brokers never see the final leader with the moving assignment.
+        outcome = controller._rewrite_state(tp, decide, extra_ops=lambda: self._assignment_ops(tp, final),
+                                            watch=self._isr_watch)
+        if outcome is NotRewritten.KEPT_CHANGING:
+            log.warning("controller: the state of %s kept changing; the reassignment completes on its next change",
+                        tp)
+        if not isinstance(outcome, StateRewrite):
             return
-        log.warning("controller: the state of %s kept changing; the reassignment completes on its next change", tp)
+        self._applied(tp, final)
+        del self._ongoing[tp]
+        log.info("controller: reassignment of %s complete: replicas %s, leader %d (epoch %d), removed %s",
+                 tp, target, outcome.new.leader, outcome.new.leader_epoch, list(reassignment.removing_replicas))
+        self._remove_from_zk_reassignment(_entry_is(tp, target))
+        if tp.topic in controller._topics_to_delete and not self.in_progress(tp.topic):
+            controller._resume_deletions()
 
     def _isr_watch(self, event: WatchedEvent) -> None:
         """Store event thread: only queue the check."""
@@ -317,16 +308,6 @@ class ReassignmentManager:
             self._controller._post(lambda: self._maybe_complete(tp))
 
     # ---------------------------------------------------------------------------------------- znodes
-
-    def _state_update(self, tp: TopicPartition, change: Callable[[PartitionState], PartitionState],
-                      ) -> tuple[list[Op], tuple[PartitionState, int] | None]:
-        path = zk_paths.topic_partition_state_path(tp.topic, tp.partition)
-        try:
-            raw, stat = self._controller._store.get(path)
-        except NoNodeError:
-            return [], None  # not elected yet: the new assignment is what its first election will use
-        new_state = change(PartitionState.decode(raw))
-        return [SetDataOp(path, new_state.encode(), stat.version)], (new_state, stat.version + 1)
 
     def _assignment_ops(self, tp: TopicPartition, reassignment: OngoingReassignment) -> list[Op]:
         """Rewrite the topic znode with this partition's entry replaced, conditioned on the version read, so a
@@ -347,13 +328,9 @@ class ReassignmentManager:
                                   replaced(current.removing_replicas, reassignment.removing_replicas))
         return [SetDataOp(path, updated.encode(), stat.version)]
 
-    def _applied(self, tp: TopicPartition, reassignment: OngoingReassignment,
-                 new_state: tuple[PartitionState, int] | None) -> None:
-        controller = self._controller
-        controller._assignments.setdefault(tp.topic, {})[tp.partition] = list(reassignment.replicas)
-        ctx = controller._partitions.get(tp)
-        if ctx is not None and new_state is not None:
-            ctx.state, ctx.zk_version = new_state
+    def _applied(self, tp: TopicPartition, reassignment: OngoingReassignment) -> None:
+        """The assignment just written, in the context (the state's cache follows in ``_rewrite_state``)."""
+        self._controller._assignments.setdefault(tp.topic, {})[tp.partition] = list(reassignment.replicas)
 
     # ------------------------------------------------------------------- /admin/reassign_partitions
 
