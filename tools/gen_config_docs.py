@@ -75,6 +75,8 @@ def describe_validator(fn: Callable[..., Any] | None) -> str:
         return "a Kafka version (`0.10.2`, `2.6`, `2.6-IV0`, ...)"
     if factory == "_cleanup_policy":
         return "list of `delete`, `compact` (at least one)"
+    if factory == "throttled_replicas_error":
+        return "`*` or a list of `partitionId:brokerId`"
     if factory == "_any":
         return ""
     raise ValueError(f"gen_config_docs does not know how to describe validator {fn.__qualname__}")

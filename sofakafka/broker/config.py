@@ -282,6 +282,10 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("replica.socket.receive.buffer.bytes", _T.INT, 65536, "Follower SO_RCVBUF."),
     ConfigKey("replica.high.watermark.checkpoint.interval.ms", _T.LONG, 5000, "How often high watermarks are checkpointed."),
     ConfigKey("replica.selector.class", _T.CLASS, None, "Chooses the replica a consumer fetches from (KIP-392)."),
+    ConfigKey("leader.replication.throttled.rate", _T.LONG, LONG_MAX, "Bytes/s this leader sends for throttled replicas (KIP-73): the per-broker dynamic value, else this file; a cluster default does not throttle (Kafka 2.6).", at_least(0), _CW),
+    ConfigKey("follower.replication.throttled.rate", _T.LONG, LONG_MAX, "Bytes/s this follower fetches for throttled replicas (KIP-73): the per-broker dynamic value, else this file; a cluster default does not throttle (Kafka 2.6).", at_least(0), _CW),
+    ConfigKey("replication.quota.window.num", _T.INT, 11, "Samples of the replication throttle rates.", at_least(1)),
+    ConfigKey("replication.quota.window.size.seconds", _T.INT, 1, "Length of one replication throttle sample.", at_least(1)),
     ConfigKey("fetch.max.bytes", _T.INT, 57671680, "Largest fetch response.", at_least(1024)),
     ConfigKey("max.incremental.fetch.session.cache.slots", _T.INT, 1000, "Incremental fetch sessions kept.", at_least(0)),
     ConfigKey("inter.broker.protocol.version", _T.STRING, "2.6-IV0", "Protocol spoken between brokers.", _kafka_version),
@@ -315,6 +319,10 @@ _KEYS: list[ConfigKey] = [
 ]
 
 CONFIG_KEYS: Mapping[str, ConfigKey] = {k.name: k for k in _KEYS}
+
+LISTED_ONLY_WHEN_SET: frozenset[str] = frozenset({"leader.replication.throttled.rate",
+                                                  "follower.replication.throttled.rate"})
+"""Kafka keeps these outside KafkaConfig (DynamicConfig.Broker), so DescribeConfigs names them only once set."""
 
 BROKER_SYNONYMS: Mapping[str, tuple[str, ...]] = {
     "log.roll.ms": ("log.roll.ms", "log.roll.hours"),

@@ -35,6 +35,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from sofakafka.broker.replica_manager import ReplicaManager, TopicPartition
+from sofakafka.broker.replication_quota import UNTHROTTLED, ReplicationQuota, follower_throttled
 from sofakafka.controller.metadata import ClusterMetadata, PartitionMetadata
 from sofakafka.protocol.api import decode_response, encode_request, size_prefixed
 from sofakafka.protocol.errors import DecodeError, ErrorCode
@@ -281,6 +282,9 @@ class FetcherSettings:
     fetch_backoff_ms: int = 1000
     fetch_response_max_bytes: int = 10485760
     socket_timeout_ms: int = 30000
+    quota_window_num: int = 11
+    quota_window_size_seconds: int = 1
+    follower_throttled_rate: int = UNTHROTTLED  # server.properties; /config/brokers/<id> overrides it
 
 
 class ReplicaFetcher:
@@ -463,6 +467,17 @@ class ReplicaFetcher:
         s = self._settings
         wanted: dict[TopicPartition, PartitionFetchState] = {}
         offsets: dict[TopicPartition, tuple[FollowedPartition, int]] = {}
+        quota = self._manager.follower_quota
+        throttled, held = follower_throttled(self._manager.metadata(), s.broker_id, quota, s.follower_throttled_rate,
+                                             [fp.tp for fp in partitions])
+        if held:
+            partitions = [fp for fp in partitions if fp.tp not in held]
+            if not partitions and not self.session.partitions:
+                # Nothing to fetch and nothing to forget: back off as Kafka's fetcher does, until the rate allows.
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), s.fetch_backoff_ms / 1000.0)
+                self._wake.clear()
+                return
         for fp in partitions:
             offset = fp.log.log_end_offset
             offsets[fp.tp] = (fp, offset)
@@ -505,6 +520,8 @@ class ReplicaFetcher:
             return
         for t in response.topics:
             for p in t.partitions:
+                if (t.name, p.partition_index) in throttled and p.records:
+                    quota.record(len(p.records))
                 found = offsets.get((t.name, p.partition_index))
                 if found is None or not self._current(found[0]):
                     continue
@@ -582,6 +599,7 @@ class ReplicaFetcherManager:
         self.metadata = metadata
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._followed: dict[TopicPartition, FollowedPartition] = {}
+        self.follower_quota = ReplicationQuota(settings.quota_window_num, settings.quota_window_size_seconds)
 
     @property
     def followed(self) -> Mapping[TopicPartition, FollowedPartition]:

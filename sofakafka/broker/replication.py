@@ -34,6 +34,9 @@ class Replication:
                 fetch_backoff_ms=config.get_int("replica.fetch.backoff.ms"),
                 fetch_response_max_bytes=config.get_int("replica.fetch.response.max.bytes"),
                 socket_timeout_ms=config.get_int("replica.socket.timeout.ms"),
+                quota_window_num=config.get_int("replication.quota.window.num"),
+                quota_window_size_seconds=config.get_int("replication.quota.window.size.seconds"),
+                follower_throttled_rate=config.get_int("follower.replication.throttled.rate"),
             ),
             metadata,
         )

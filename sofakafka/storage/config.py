@@ -9,6 +9,7 @@ keys through ``BROKER_TO_TOPIC``.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -92,6 +93,18 @@ def _cleanup_policy(v: tuple[str, ...]) -> str | None:
 
 def _any(_: Any) -> str | None:
     return None
+
+
+_THROTTLED_REPLICA = re.compile(r"^([0-9]+:[0-9]+)?$")
+
+
+def throttled_replicas_error(v: str) -> str | None:
+    """Kafka's ThrottledReplicaListValidator: the literal ``*`` or ``partitionId:brokerId`` items (KIP-73)."""
+    items = [item.strip() for item in v.split(",")]
+    if all(_THROTTLED_REPLICA.match(item) for item in items) or "".join(items) == "*":
+        return None
+    return ("must be the literal '*' or a list of replicas in the following format: "
+            "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
 
 
 @dataclass(frozen=True)
@@ -234,9 +247,9 @@ _KEYS: dict[str, _Key] = {
         _Key("unclean.leader.election.enable", "unclean_leader_election_enable", _parse_bool, _any),
         _Key("preallocate", "preallocate", _parse_bool, _any),
         _Key("leader.replication.throttled.replicas", "leader_replication_throttled_replicas",
-             lambda k, v: str(v).strip(), _any),
+             lambda k, v: str(v).strip(), throttled_replicas_error),
         _Key("follower.replication.throttled.replicas", "follower_replication_throttled_replicas",
-             lambda k, v: str(v).strip(), _any),
+             lambda k, v: str(v).strip(), throttled_replicas_error),
     )
 }
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from sofakafka.broker.config import (
     BROKER_SYNONYMS,
     CONFIG_KEYS,
+    LISTED_ONLY_WHEN_SET,
     TOPIC_CONFIG_SYNONYMS,
     ConfigError,
     ConfigSource,
@@ -171,6 +172,9 @@ def broker_config_entries(ctx: RequestContext, broker_id: int | None, dynamic: D
     out: list[ConfigEntryView] = []
     for key in keys:
         if names is not None and key.name not in names:
+            continue
+        if key.name in LISTED_ONLY_WHEN_SET and not any(key.name in values for source, values in layers
+                                                        if source != ConfigSource.DEFAULT_CONFIG):
             continue
         sensitive = key.type is ConfigType.PASSWORD
         synonyms = _synonyms(BROKER_SYNONYMS.get(key.name, (key.name,)), layers, sensitive)

@@ -28,12 +28,15 @@ end-to-end consumption by librdkafka (roughly 220 MB/s), so the copy is under a 
 
 from __future__ import annotations
 
+import asyncio
 import struct
+from collections.abc import Awaitable, Callable
 
 from sofakafka.broker.fetch_session import FetchContext
 from sofakafka.broker.handlers import RawResponse, RequestContext, handles
 from sofakafka.broker.replica_manager import FetchPartitionRequest, FetchPartitionResult
 from sofakafka.broker.replica_selector import RACK_AWARE_REPLICA_SELECTOR, preferred_read_replica
+from sofakafka.broker.replication_quota import leader_throttled
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.messages.fetch import FetchRequest, FetchResponse
@@ -84,18 +87,31 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> RawRespons
     else:
         fetch_ctx = FetchContext(requested)
     preferred = _preferred_read_replicas(ctx, request, fetch_ctx.partitions) if version >= 11 else {}
-    results = await broker.replica_manager.fetch_messages(
-        replica_id=request.replica_id,
-        max_wait_ms=0 if preferred else request.max_wait,
-        min_bytes=request.min_bytes,
-        max_bytes=request.max_bytes if version >= 3 else 0x7FFFFFFF,
-        isolation_level=request.isolation_level,
-        partitions=fetch_ctx.partitions,
-        hard_max_bytes_limit=version <= 2,
-        to_magic=_down_conversion_magic(version),
-        zstd_readable=version >= 10,
-        follower_reads=version >= 11,
-    )
+
+    async def fetch(partitions: list[FetchPartitionRequest], max_wait_ms: int,
+                    min_bytes: int) -> list[FetchPartitionResult]:
+        return await broker.replica_manager.fetch_messages(
+            replica_id=request.replica_id,
+            max_wait_ms=max_wait_ms,
+            min_bytes=min_bytes,
+            max_bytes=request.max_bytes if version >= 3 else 0x7FFFFFFF,
+            isolation_level=request.isolation_level,
+            partitions=partitions,
+            hard_max_bytes_limit=version <= 2,
+            to_magic=_down_conversion_magic(version),
+            zstd_readable=version >= 10,
+            follower_reads=version >= 11,
+        )
+
+    # KIP-73: a follower's throttled partitions may be held back; see replication_quota.
+    quota, throttled, held = leader_throttled(broker, request.replica_id, fetch_ctx.partitions)
+    if held:
+        results = await _fetch_holding_back(fetch, fetch_ctx.partitions, held, request.max_wait, request.min_bytes)
+    else:
+        results = await fetch(fetch_ctx.partitions, 0 if preferred else request.max_wait, request.min_bytes)
+    if quota is not None:
+        quota.record(sum(len(r.records) for req, r in zip(fetch_ctx.partitions, results, strict=True)
+                         if req.tp in throttled))
     if preferred:
         # Kafka answers a redirected partition without records: the consumer fetches them from the replica.
         results = [FetchPartitionResult(r.error_code, r.high_watermark, r.last_stable_offset, r.log_start_offset,
@@ -103,6 +119,31 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> RawRespons
                    for req, r in zip(fetch_ctx.partitions, results, strict=True)]
     return encode_fetch_response(version, fetch_ctx.session_id, fetch_ctx.response_partitions(results, preferred),
                                  preferred)
+
+
+async def _fetch_holding_back(
+    fetch: Callable[[list[FetchPartitionRequest], int, int], Awaitable[list[FetchPartitionResult]]],
+    partitions: list[FetchPartitionRequest], held: set[tuple[str, int]], max_wait_ms: int, min_bytes: int,
+) -> list[FetchPartitionResult]:
+    """Held partitions are answered without records (their high watermark and errors as usual) and their
+    bytes do not count towards ``min_bytes``, so the request still waits as Kafka's DelayedFetch does instead
+    of sending the follower straight back."""
+    free = [req for req in partitions if req.tp not in held]
+    if free:
+        free_results = iter(await fetch(free, max_wait_ms, min_bytes))
+    else:
+        await asyncio.sleep(max(0, max_wait_ms) / 1000.0)
+        free_results = iter(())
+    held_results = iter(await fetch([req for req in partitions if req.tp in held], 0, 0))
+    out: list[FetchPartitionResult] = []
+    for req in partitions:
+        if req.tp in held:
+            r = next(held_results)
+            out.append(FetchPartitionResult(r.error_code, r.high_watermark, r.last_stable_offset, r.log_start_offset,
+                                            r.aborted, b""))
+        else:
+            out.append(next(free_results))
+    return out
 
 
 def _preferred_read_replicas(ctx: RequestContext, request: FetchRequest,
