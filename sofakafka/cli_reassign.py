@@ -9,8 +9,15 @@
 FILE is the tool's JSON: ``{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,3]}]}``
 (``log_dirs``, if present, must be "any": moving replicas between log directories is not supported).
 ``--execute`` first prints the current assignment in the same format, to save for a rollback, as Kafka's tool
-does. Throttles (``--throttle``) are not supported: a move copies at full speed. Exit status 1 when any
-partition failed, 2 on bad usage.
+does. ``--execute --throttle BYTES_PER_S`` bounds the copying (KIP-73) as Kafka's tool does: on every broker
+holding a current or a new replica of a listed partition it sets ``leader.replication.throttled.rate`` and
+``follower.replication.throttled.rate``, and on every topic it names ``leader.replication.throttled.replicas``
+(``partition:broker`` of the current replicas, the sources) and ``follower.replication.throttled.replicas``
+(the added replicas, the destinations). A ``--verify`` that finds every listed reassignment complete removes
+the rates from every broker of the cluster and the lists from the topics, because the tool cannot know which
+brokers an earlier run throttled; run it until it does. Moving replicas between log directories
+(``--replica-alter-log-dirs-throttle``) is not supported. Exit status 1 when any partition failed, 2 on bad
+usage.
 """
 
 from __future__ import annotations
@@ -23,9 +30,15 @@ from pathlib import Path
 from typing import Any
 
 from sofakafka.client import ClientError, KafkaClient
+from sofakafka.client.client import AlterConfigOp, ConfigResourceResult, ConfigResourceType
 from sofakafka.protocol.errors import ErrorCode, KafkaError
 
 Partition = tuple[str, int]
+
+LEADER_RATE = "leader.replication.throttled.rate"
+FOLLOWER_RATE = "follower.replication.throttled.rate"
+LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 
 
 class UsageError(Exception):
@@ -71,6 +84,52 @@ def _current(client: KafkaClient, partitions: Sequence[Partition]) -> dict[Parti
     return found
 
 
+def throttled_replicas(plan: dict[Partition, list[int]], current: dict[Partition, tuple[int, ...]]
+                       ) -> dict[str, tuple[str, str]]:
+    """topic -> (leader list, follower list): sources are the current replicas, destinations the added ones,
+    each item ``partition:broker``, sorted as text as Kafka's tool sorts them."""
+    leaders: dict[str, set[str]] = {}
+    followers: dict[str, set[str]] = {}
+    for (t, p), target in plan.items():
+        sources = current.get((t, p), ())
+        leaders.setdefault(t, set()).update(f"{p}:{b}" for b in sources)
+        followers.setdefault(t, set()).update(f"{p}:{b}" for b in target if b not in sources)
+    return {t: (",".join(sorted(leaders[t])), ",".join(sorted(followers[t]))) for t in leaders}
+
+
+def _check(results: list[ConfigResourceResult]) -> None:
+    for r in results:
+        r.raise_for_error()
+
+
+def set_throttle(client: KafkaClient, plan: dict[Partition, list[int]], current: dict[Partition, tuple[int, ...]],
+                 rate: int) -> None:
+    set_op = AlterConfigOp.SET
+    topics: dict[tuple[int, str], Sequence[tuple[str, int, str | None]]] = {
+        (ConfigResourceType.TOPIC, t): [(LEADER_REPLICAS, set_op, leader), (FOLLOWER_REPLICAS, set_op, follower)]
+        for t, (leader, follower) in throttled_replicas(plan, current).items()}
+    _check(client.incremental_alter_configs(topics))
+    brokers = sorted({b for r in plan.values() for b in r} | {b for r in current.values() for b in r})
+    _check(client.incremental_alter_configs({
+        (ConfigResourceType.BROKER, str(b)): [(LEADER_RATE, set_op, str(rate)), (FOLLOWER_RATE, set_op, str(rate))]
+        for b in brokers}))
+    print(f"The inter-broker throttle limit was set to {rate} B/s")
+
+
+def clear_throttles(client: KafkaClient, plan: dict[Partition, list[int]]) -> None:
+    delete = AlterConfigOp.DELETE
+    brokers = sorted(client.cluster().brokers)
+    print("Clearing broker-level throttles on brokers " + ",".join(map(str, brokers)))
+    _check(client.incremental_alter_configs({
+        (ConfigResourceType.BROKER, str(b)): [(LEADER_RATE, delete, None), (FOLLOWER_RATE, delete, None)]
+        for b in brokers}))
+    topics = sorted({t for t, _ in plan})
+    print("Clearing topic-level throttles on topic(s) " + ",".join(topics))
+    _check(client.incremental_alter_configs({
+        (ConfigResourceType.TOPIC, t): [(LEADER_REPLICAS, delete, None), (FOLLOWER_REPLICAS, delete, None)]
+        for t in topics}))
+
+
 def _report(results: dict[Partition, Any], verb: str) -> int:
     failed = {tp: r for tp, r in results.items() if r.error != ErrorCode.NONE}
     ok = sorted(tp for tp in results if tp not in failed)
@@ -91,6 +150,10 @@ def run(args: argparse.Namespace) -> int:
     action = actions[0]
     if action != "list" and not args.reassignment_json_file:
         raise UsageError(f"--{action} needs --reassignment-json-file")
+    if args.throttle is not None and action != "execute":
+        raise UsageError("--throttle is only allowed with --execute")
+    if args.throttle is not None and args.throttle < 0:
+        raise UsageError("--throttle must be a non-negative number of bytes per second")
     plan = read_plan(args.reassignment_json_file) if action != "list" else {}
     with KafkaClient(args.bootstrap_server, client_id="sofakafka-reassign",
                      request_timeout_ms=args.request_timeout_ms) as client:
@@ -109,6 +172,10 @@ def run(args: argparse.Namespace) -> int:
             print("Current partition replica assignment\n")
             print(plan_json(dict(current)))
             print("\nSave this to use as the --reassignment-json-file option during rollback")
+            if args.throttle is not None:
+                print("Warning: You must run --verify periodically, until the reassignment completes, to ensure "
+                      "the throttle is removed.")
+                set_throttle(client, plan, current, args.throttle)
             return _report(client.alter_partition_reassignments(dict(plan)), "started")
         if action == "cancel":
             return _report(client.alter_partition_reassignments(dict.fromkeys(plan)), "cancelled")
@@ -126,6 +193,8 @@ def run(args: argparse.Namespace) -> int:
                 print(f"There is no active reassignment of partition {t}-{p}, but replica set is "
                       f"{list(current.get((t, p), ()))} rather than {target}.")
                 status = 1
+        if status == 0:
+            clear_throttles(client, plan)
         return status
 
 
@@ -139,6 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--verify", action="store_true", help="say which reassignments in the file are complete")
     parser.add_argument("--cancel", action="store_true", help="cancel the reassignments in the file")
     parser.add_argument("--list", action="store_true", help="list every ongoing reassignment")
+    parser.add_argument("--throttle", type=int, default=None, metavar="BYTES_PER_S",
+                        help="with --execute: bound the replication of the moving replicas (bytes/s); "
+                             "--verify removes the throttle once every move is complete")
     return parser
 
 
