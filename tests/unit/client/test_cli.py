@@ -207,7 +207,8 @@ def test_a_running_consumer_prints_records_as_they_arrive_and_reports_its_total_
     name = new_name()
     ok("topics", "create", *b, "--topic", name)
     with subprocess.Popen([sys.executable, "-m", "sofakafka", "consume", *b, "--topic", name],
-                          cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as consumer:
+                          cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          preexec_fn=_take_sigint_like_a_terminal_child) as consumer:
         try:
             assert consumer.stdout is not None and consumer.stderr is not None
             # Without --from-beginning the consumer starts at the end; keep producing until it sees one.
@@ -226,6 +227,13 @@ def test_a_running_consumer_prints_records_as_they_arrive_and_reports_its_total_
             if consumer.poll() is None:
                 consumer.kill()
                 consumer.wait()
+
+
+def _take_sigint_like_a_terminal_child() -> None:
+    # A suite started as a background job of a non-interactive shell (`nohup pytest &`, some CI launchers) runs
+    # with SIGINT ignored, and an ignored signal survives exec: the consumer would never see the Ctrl-C above
+    # and the test would wait out its timeout.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def test_produce_splits_large_input_below_max_message_bytes(broker: RunningBroker) -> None:
