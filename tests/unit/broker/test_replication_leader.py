@@ -10,13 +10,13 @@ state znode first, and a write on a stale znode version changes nothing.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
 
+from sofakafka.broker import isr, replica_manager
 from sofakafka.broker.isr import IsrManager
 from sofakafka.broker.replica_manager import FetchPartitionRequest, Partition, ReplicaManager
 from sofakafka.controller import zk_paths
@@ -27,6 +27,7 @@ from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.records import RecordBatchBuilder
 from sofakafka.storage.config import LogConfig
 from sofakafka.storage.log_manager import LogManager
+from sofakafka.storage.segment import wall_clock_ms
 
 T = TypeVar("T")
 TOPIC = "t"
@@ -39,6 +40,30 @@ def _batch(n: int) -> bytearray:
     for i in range(n):
         builder.append_record(i, 1_700_000_000_000 + i, None, f"v{i}".encode())
     return bytearray(builder.build())
+
+
+class Clock:
+    """The leader's wall clock, moved only by the test: the ISR tests use a 50 ms lag to stay short, and on a
+    loaded machine a real 50 ms passes between any two steps, so a follower that just fetched to the log end
+    could be counted as lagging (it was: ISR (0,) instead of (0, 1) under CPU load)."""
+
+    def __init__(self) -> None:
+        self.now_ms = wall_clock_ms()
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+    def advance(self, ms: int) -> None:
+        self.now_ms += ms
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    c = Clock()
+    # Where the leader reads the time for caught-up stamps and for the lag check.
+    monkeypatch.setattr(replica_manager, "wall_clock_ms", c)
+    monkeypatch.setattr(isr, "wall_clock_ms", c)
+    return c
 
 
 @pytest.fixture
@@ -148,12 +173,12 @@ def test_acks_all_is_refused_below_min_insync_replicas_and_acks_1_is_not(tmp_pat
 
 
 def test_a_lagging_follower_leaves_the_isr_through_the_state_znode_and_a_caught_up_one_returns(
-        tmp_path: Path, store: MetadataStore) -> None:
+        tmp_path: Path, store: MetadataStore, clock: Clock) -> None:
     async def scenario(h: Harness) -> None:
         part = await h.lead()
         await h.produce(3, acks=1)
         await h.follower_fetch(1, 3)
-        time.sleep(0.1)  # replica 2 has not caught up for longer than the 50 ms lag allowed here
+        clock.advance(100)  # replica 2 has not caught up for longer than the 50 ms lag allowed here
         await h.follower_fetch(1, 3)
         await h.isr.maybe_shrink()
         await _settle(h)
@@ -175,12 +200,13 @@ def test_a_lagging_follower_leaves_the_isr_through_the_state_znode_and_a_caught_
     run(scenario, tmp_path, store, lag_ms=50)
 
 
-def test_an_isr_write_on_a_stale_znode_version_changes_nothing(tmp_path: Path, store: MetadataStore) -> None:
+def test_an_isr_write_on_a_stale_znode_version_changes_nothing(
+        tmp_path: Path, store: MetadataStore, clock: Clock) -> None:
     async def scenario(h: Harness) -> None:
         part = await h.lead()
         # The controller moves leadership meanwhile: the state znode is no longer the version the leader knows.
         h.store.set(h.state_path, PartitionState(1, 1, 1, (1, 2)).encode())
-        time.sleep(0.1)
+        clock.advance(100)
         await h.isr.maybe_shrink()
         await _settle(h)
         assert h.znode()[0] == PartitionState(1, 1, 1, (1, 2))
@@ -189,11 +215,18 @@ def test_an_isr_write_on_a_stale_znode_version_changes_nothing(tmp_path: Path, s
     run(scenario, tmp_path, store, lag_ms=50)
 
 
-def test_a_shrink_below_min_insync_replicas_fails_waiting_acks_all(tmp_path: Path, store: MetadataStore) -> None:
+def test_a_shrink_below_min_insync_replicas_fails_waiting_acks_all(
+        tmp_path: Path, store: MetadataStore, clock: Clock) -> None:
     async def scenario(h: Harness) -> None:
-        await h.lead(isr=(0, 1))
+        part = await h.lead(isr=(0, 1))
         waiting = asyncio.create_task(h.produce(2, acks=-1))
-        await asyncio.sleep(0.1)
+        # The produce must be appended (and wait for replica 1) before the shrink, else it is refused up front.
+        for _ in range(3000):
+            if part.log.log_end_offset == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert part.log.log_end_offset == 2 and not waiting.done()
+        clock.advance(100)
         await h.isr.maybe_shrink()  # replica 1 never fetched: out after 50 ms
         await _settle(h)
         assert h.znode()[0].isr == (0,)
@@ -204,7 +237,7 @@ def test_a_shrink_below_min_insync_replicas_fails_waiting_acks_all(tmp_path: Pat
 
 async def _settle(h: Harness) -> None:
     """Let the ISR writes started so far finish (they run on an executor)."""
-    for _ in range(200):
+    for _ in range(3000):
         if not h.isr._writes:
             return
         await asyncio.sleep(0.01)
