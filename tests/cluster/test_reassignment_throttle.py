@@ -23,30 +23,12 @@ from kazoo.client import KazooClient
 
 from sofakafka import cli_reassign
 from tests.cluster.conftest import ZooKeeperServer
+from tests.cluster.test_reassignment import SETTINGS, WAIT_S, wait_for
 from tests.integration.conftest import BrokerProcess
-
-WAIT_S = 60.0
-"""A bound on waiting for the cluster to converge, never a timing assertion."""
 
 TOPIC = "throttled"
 TP = TopicPartition(TOPIC, 0)
 RATE = 400_000
-SETTINGS = {
-    "replica.lag.time.max.ms": "10000",
-    "replica.fetch.wait.max.ms": "200",
-    "replica.fetch.backoff.ms": "200",
-    "offsets.topic.replication.factor": "1",
-    "min.insync.replicas": "2",
-}
-
-
-def wait_for(what: str, predicate: Callable[[], bool], brokers: dict[int, BrokerProcess]) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not predicate():
-        if time.monotonic() > deadline:
-            tails = "\n".join(f"--- broker {i}\n{b.log_tail()}" for i, b in brokers.items())
-            raise AssertionError(f"timed out waiting for {what}\n{tails}")
-        time.sleep(0.2)
 
 
 def test_a_throttled_reassignment_sets_kafkas_throttle_configs_completes_and_verify_removes_them(
