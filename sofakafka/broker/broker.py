@@ -289,6 +289,13 @@ class Broker:
             lambda: node.cache.wait_until(lambda snap: snap.controller_id >= 0, timeout_s))
         if not has_controller:
             log.warning("no controller elected after %.1f s; serving without one", timeout_s)
+            return
+        # The cache can name us a moment before our controller thread marks itself active (requests answered
+        # on that thread check both): wait out that moment too, not only the watch.
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while (node.cache.snapshot().controller_id == self.broker_id and not node.controller.is_active
+               and asyncio.get_running_loop().time() < deadline):
+            await asyncio.sleep(0.01)
 
     # -- metadata -> hosted partitions ------------------------------------------------------------------------------
     def _on_metadata_changed(self, _snapshot: ClusterMetadata) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.messages.create_topics import CreateTopicsRequest
+from sofakafka.protocol.messages.elect_leaders import ElectLeadersRequest
 from sofakafka.protocol.messages.metadata import MetadataRequest
 from tests.unit.broker.broker_harness import Client, running_broker
 
@@ -18,6 +19,9 @@ def test_the_first_requests_after_start_up_find_the_broker_controller(tmp_path: 
     for i in range(8):
         with running_broker(tmp_path / str(i)) as b, Client(b.port) as client:
             assert b.broker is not None
+            # Answered on the controller thread, which must be active by now, not only named in the metadata.
+            elect = client.call(ElectLeadersRequest(election_type=0, topic_partitions=None, timeout_ms=30_000), 1)
+            assert elect.error_code == ErrorCode.NONE
             meta = client.call(MetadataRequest(topics=[]), 1)
             assert meta.controller_id == b.broker.broker_id
             t = CreateTopicsRequest.CreatableTopic
