@@ -27,7 +27,7 @@ from pathlib import Path
 
 from confluent_kafka import KafkaError, Message, Producer
 
-from sofakafka import cluster_launcher as cl
+from sofakafka.cli import cluster as cl
 from sofakafka.client import KafkaClient, NewTopic
 from sofakafka.protocol.errors import ErrorCode
 

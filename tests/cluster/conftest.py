@@ -12,7 +12,6 @@ from __future__ import annotations
 import gc
 import itertools
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from sofakafka.cli import cluster
 from tests.integration.conftest import BrokerProcess, free_port
 
 ZK_JAR = Path("/usr/share/java/zookeeper.jar")
@@ -41,15 +41,7 @@ class ZooKeeperServer:
         return f"127.0.0.1:{self.port}"
 
     def four_letter_word(self, word: str, timeout: float = 2.0) -> str:
-        try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=timeout) as s:
-                s.sendall(word.encode())
-                chunks = []
-                while chunk := s.recv(4096):
-                    chunks.append(chunk)
-        except OSError:
-            return ""
-        return b"".join(chunks).decode(errors="replace")
+        return cluster.four_letter_word(self.port, word, timeout)
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import yaml
 
-from sofakafka import cluster_launcher as cl
 from sofakafka.broker.config import KafkaConfig, load_properties
+from sofakafka.cli import cluster as cl
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKER = REPO / "docker"

@@ -32,7 +32,7 @@ from confluent_kafka import TopicPartition as CKTopicPartition
 from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 
-from sofakafka import cluster_launcher as cl
+from sofakafka.cli import cluster as cl
 from sofakafka.client import ClientError, KafkaClient, NewTopic
 from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse

@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from sofakafka import cluster_launcher as cl
+from sofakafka.cli import cluster as cl
 from sofakafka.client import KafkaClient, NewTopic
 from sofakafka.protocol.errors import ErrorCode
 

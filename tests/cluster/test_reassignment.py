@@ -26,7 +26,7 @@ from kafka.admin import NewTopic
 from kafka.errors import KafkaError
 from kazoo.client import KazooClient
 
-from sofakafka import cli_reassign
+from sofakafka.cli import reassign_partitions
 from sofakafka.client.connection import BrokerConnection
 from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.messages.alter_partition_reassignments import (
@@ -164,7 +164,7 @@ def test_reassignment_under_load_through_the_api_and_the_legacy_znode(
                 assert topic_znode() == {"version": 2, "partitions": {"0": [2, 3, 1]},
                                          "adding_replicas": {"0": [3]}, "removing_replicas": {"0": [1]}}
                 capsys.readouterr()
-                assert cli_reassign.main(["--bootstrap-server", brokers[1].bootstrap, "--list"]) == 0
+                assert reassign_partitions.main(["--bootstrap-server", brokers[1].bootstrap, "--list"]) == 0
                 assert "moving-0: replicas: 2,3,1. adding: 3. removing: 1." in capsys.readouterr().out
             finally:
                 os.kill(frozen.pid, signal.SIGCONT)
@@ -176,7 +176,7 @@ def test_reassignment_under_load_through_the_api_and_the_legacy_znode(
             plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": TOPIC, "partition": 0,
                                                                       "replicas": [2, 3]}]}))
             capsys.readouterr()
-            assert cli_reassign.main(["--bootstrap-server", bootstrap, "--reassignment-json-file", str(plan),
+            assert reassign_partitions.main(["--bootstrap-server", bootstrap, "--reassignment-json-file", str(plan),
                                       "--verify"]) == 0
             assert "Reassignment of partition moving-0 is complete." in capsys.readouterr().out
             moved = state()

@@ -21,7 +21,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 from kazoo.client import KazooClient
 
-from sofakafka import cli_reassign
+from sofakafka.cli import reassign_partitions
 from tests.cluster.conftest import ZooKeeperServer
 from tests.cluster.test_reassignment import SETTINGS, WAIT_S, wait_for
 from tests.integration.conftest import BrokerProcess
@@ -85,7 +85,7 @@ def test_a_throttled_reassignment_sets_kafkas_throttle_configs_completes_and_ver
                                                                   "replicas": [3, 2]}]}))
         args = ["--bootstrap-server", bootstrap, "--reassignment-json-file", str(plan)]
         capsys.readouterr()
-        assert cli_reassign.main([*args, "--execute", "--throttle", str(RATE)]) == 0
+        assert reassign_partitions.main([*args, "--execute", "--throttle", str(RATE)]) == 0
         out = capsys.readouterr().out
         assert f"The inter-broker throttle limit was set to {RATE} B/s" in out
         rates = {"leader.replication.throttled.rate": str(RATE), "follower.replication.throttled.rate": str(RATE)}
@@ -107,7 +107,7 @@ def test_a_throttled_reassignment_sets_kafkas_throttle_configs_completes_and_ver
 
         def verified() -> bool:
             capsys.readouterr()
-            return cli_reassign.main([*args, "--verify"]) == 0
+            return reassign_partitions.main([*args, "--verify"]) == 0
 
         wait_for("--verify to see the move complete", verified, brokers)
         out = capsys.readouterr().out

@@ -23,7 +23,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kazoo.client import KazooClient
 
-from sofakafka import cluster_launcher as cl
+from sofakafka.cli import cluster as cl
 from tests.cluster import test_failover as tf
 
 WAIT_S = tf.WAIT_S

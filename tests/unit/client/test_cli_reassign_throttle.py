@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from sofakafka import cli_reassign
+from sofakafka.cli import reassign_partitions
 
 
 def test_leaders_are_the_current_replicas_and_followers_the_added_ones() -> None:
     plan = {("t", 0): [2, 3], ("t", 1): [1, 2], ("u", 4): [5, 1]}
     current: dict[tuple[str, int], tuple[int, ...]] = {("t", 0): (1, 2), ("t", 1): (1, 2), ("u", 4): (1, 3)}
-    assert cli_reassign.throttled_replicas(plan, current) == {
+    assert reassign_partitions.throttled_replicas(plan, current) == {
         "t": ("0:1,0:2,1:1,1:2", "0:3"),
         "u": ("4:1,4:3", "4:5"),
     }
@@ -25,5 +25,5 @@ def test_leaders_are_the_current_replicas_and_followers_the_added_ones() -> None
 ])
 def test_throttle_only_goes_with_execute_and_is_not_negative(argv: list[str],
                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli_reassign.main(argv) == 2
+    assert reassign_partitions.main(argv) == 2
     assert "--throttle" in capsys.readouterr().err

@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sofakafka.broker.group.consumer_protocol import Assignment, encode_assignment
-from sofakafka.cli_groups import GroupsUsageError, parse_datetime_ms, parse_duration_ms
+from sofakafka.cli.common import UsageError
+from sofakafka.cli.consumer_groups import parse_datetime_ms, parse_duration_ms
 from sofakafka.client.groups import decode_consumer_assignment
 
 EPOCH_2020 = 1_577_836_800_000  # 2020-01-01T00:00:00Z
@@ -33,7 +34,7 @@ def test_datetimes_without_a_zone_are_local_time() -> None:
 
 @pytest.mark.parametrize("text", ["yesterday", "2020-13-01T00:00:00", ""])
 def test_bad_datetimes_are_usage_errors(text: str) -> None:
-    with pytest.raises(GroupsUsageError):
+    with pytest.raises(UsageError):
         parse_datetime_ms(text)
 
 
@@ -45,7 +46,7 @@ def test_iso_durations(text: str, ms: int) -> None:
 
 @pytest.mark.parametrize("text", ["P", "PT", "1H", "PT1X"])
 def test_bad_durations_are_usage_errors(text: str) -> None:
-    with pytest.raises(GroupsUsageError):
+    with pytest.raises(UsageError):
         parse_duration_ms(text)
 
 

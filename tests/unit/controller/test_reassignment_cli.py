@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sofakafka import cli, cli_reassign
+from sofakafka import cli
+from sofakafka.cli import reassign_partitions
 
 
 def test_the_plan_file_round_trips_in_the_tools_format(tmp_path: Path) -> None:
@@ -16,9 +17,9 @@ def test_the_plan_file_round_trips_in_the_tools_format(tmp_path: Path) -> None:
     plan.write_text(json.dumps({"version": 1, "partitions": [
         {"topic": "t", "partition": 1, "replicas": [3, 1], "log_dirs": ["any", "any"]},
         {"topic": "t", "partition": 0, "replicas": [2, 3]}]}))
-    parsed = cli_reassign.read_plan(str(plan))
+    parsed = reassign_partitions.read_plan(str(plan))
     assert parsed == {("t", 1): [3, 1], ("t", 0): [2, 3]}
-    assert json.loads(cli_reassign.plan_json(dict(parsed))) == {"version": 1, "partitions": [
+    assert json.loads(reassign_partitions.plan_json(dict(parsed))) == {"version": 1, "partitions": [
         {"topic": "t", "partition": 0, "replicas": [2, 3], "log_dirs": ["any", "any"]},
         {"topic": "t", "partition": 1, "replicas": [3, 1], "log_dirs": ["any", "any"]}]}
 

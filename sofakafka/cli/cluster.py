@@ -41,6 +41,9 @@ from pathlib import Path
 
 import sofakafka
 
+VERB = "cluster"
+SUMMARY = "a local ZooKeeper and N brokers: up, down, status"
+
 ZK_JAR = Path("/usr/share/java/zookeeper.jar")
 SLF4J_SIMPLE_JAR = Path("/usr/share/java/slf4j-simple.jar")
 DEFAULT_DIR = "sofakafka-cluster"
@@ -144,7 +147,7 @@ def docker_broker_properties(broker_id: int, brokers: int = 3) -> dict[str, str]
 
 DOCKER_PROPERTIES_COMMENT = (
     "Written by `sofakafka cluster up --emit-compose docker/` from the launcher's template; edit the\n"
-    "template (sofakafka/cluster_launcher.py), not this file, and emit again.")
+    "template (sofakafka/cli/cluster.py), not this file, and emit again.")
 
 
 def compose_document(brokers: int = 3) -> dict[str, object]:
@@ -572,7 +575,7 @@ def _parse_overrides(items: Sequence[str]) -> dict[str, str]:
 
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(
-        prog="sofakafka cluster", description="A ZooKeeper and N brokers on this machine (loopback).")
+        prog=f"sofakafka {VERB}", description="A ZooKeeper and N brokers on this machine (loopback).")
     verbs = parser.add_subparsers(dest="verb", required=True)
     up_p = verbs.add_parser("up", help="start ZooKeeper and the brokers, detached")
     up_p.add_argument("--brokers", type=int, default=3)

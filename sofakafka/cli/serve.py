@@ -1,4 +1,10 @@
-"""The `sofakafka` command: `serve` runs a broker; the console verbs live in cli_admin."""
+"""``sofakafka serve``: run a broker, as kafka-server-start.sh does.
+
+``sofakafka serve [server.properties] [--override key=value ...]``: Kafka's keys, an override winning over
+the file. A bad key or value stops start-up naming the key (exit 2), a start-up that fails for a clear cause
+(a data dir locked by another broker, a port in use) says why without a traceback (exit 1); SIGTERM and
+Ctrl-C shut the broker down cleanly (exit 0). The broker itself is assembled in sofakafka/broker/broker.py.
+"""
 
 from __future__ import annotations
 
@@ -7,49 +13,32 @@ import asyncio
 import logging
 import signal
 import sys
+from collections.abc import Sequence
 
-from sofakafka import __version__
+VERB = "serve"
+SUMMARY = "run a broker (kafka-server-start.sh)"
 
 EXIT_CONFIG_ERROR = 2
 EXIT_START_FAILED = 1
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    # Console verbs are dispatched before any parsing so their options never collide with `serve`'s.
-    from sofakafka import cli_admin
-
-    if args and args[0] in cli_admin.VERBS:
-        return cli_admin.main(args)
-    if args and args[0] == "reassign":
-        from sofakafka import cli_reassign
-
-        return cli_reassign.main(args[1:])
-    if args and args[0] == "cluster":
-        from sofakafka import cluster_launcher
-
-        return cluster_launcher.main(args[1:])
-    parser = argparse.ArgumentParser(
-        prog="sofakafka", description="A Kafka-compatible broker in Python.",
-        epilog="console tools (like Kafka's bin/ scripts): " + ", ".join(f"sofakafka {v}" for v in cli_admin.VERBS)
-        + ", sofakafka reassign; each takes --help. A local cluster: sofakafka cluster up|down|status")
-    parser.add_argument("--version", action="version", version=f"sofakafka {__version__}")
-    verbs = parser.add_subparsers(dest="verb")
-    serve = verbs.add_parser("serve", help="run a broker",
-                             description="Run a broker. With no file: PLAINTEXT://127.0.0.1:9092, a data "
-                                         "directory under your home directory (or the working directory), and "
-                                         "replication factor 1 for the internal topics, as Kafka's sample "
-                                         "server.properties sets for a single broker.")
+def build_parser() -> argparse.ArgumentParser:
+    serve = argparse.ArgumentParser(
+        prog=f"sofakafka {VERB}",
+        description="Run a broker. With no file: PLAINTEXT://127.0.0.1:9092, a data directory under your home "
+                    "directory (or the working directory), and replication factor 1 for the internal topics, as "
+                    "Kafka's sample server.properties sets for a single broker.")
     serve.add_argument("properties", nargs="?", help="a server.properties file (Kafka's keys)")
     serve.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                        help="set a config key, winning over the file (repeatable)")
     serve.add_argument("--log-level", default="INFO",
                        choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], help="logging to stderr")
-    parsed = parser.parse_args(args)
-    if parsed.verb == "serve":
-        return serve_command(parsed.properties, parsed.override, parsed.log_level)
-    parser.print_help()
-    return 0
+    return serve
+
+
+def main(argv: Sequence[str]) -> int:
+    parsed = build_parser().parse_args(list(argv))
+    return serve_command(parsed.properties, parsed.override, parsed.log_level)
 
 
 def serve_command(properties: str | None, overrides: list[str], log_level: str) -> int:

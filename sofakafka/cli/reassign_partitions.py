@@ -24,14 +24,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sofakafka.client import ClientError, KafkaClient
+from sofakafka.cli import common
+from sofakafka.cli.common import UsageError, err
+from sofakafka.client import KafkaClient
 from sofakafka.client.client import AlterConfigOp, ConfigResourceResult, ConfigResourceType
-from sofakafka.protocol.errors import ErrorCode, KafkaError
+from sofakafka.protocol.errors import ErrorCode
+
+VERB = "reassign"
+SUMMARY = "move partition replicas between brokers (kafka-reassign-partitions.sh)"
 
 Partition = tuple[str, int]
 
@@ -39,10 +43,6 @@ LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
-
-
-class UsageError(Exception):
-    pass
 
 
 def read_plan(path: str) -> dict[Partition, list[int]]:
@@ -136,8 +136,7 @@ def _report(results: dict[Partition, Any], verb: str) -> int:
     if ok:
         print(f"Successfully {verb} partition reassignments for: " + ",".join(f"{t}-{p}" for t, p in ok))
     for (t, p), r in sorted(failed.items()):
-        print(f"Error reassigning partition(s): {t}-{p}: {r.error.name}" + (f": {r.error_message}" if r.error_message else ""),
-              file=sys.stderr)
+        err(f"Error reassigning partition(s): {t}-{p}: {r.error.name}" + (f": {r.error_message}" if r.error_message else ""))
     return 1 if failed else 0
 
 
@@ -155,8 +154,7 @@ def run(args: argparse.Namespace) -> int:
     if args.throttle is not None and args.throttle < 0:
         raise UsageError("--throttle must be a non-negative number of bytes per second")
     plan = read_plan(args.reassignment_json_file) if action != "list" else {}
-    with KafkaClient(args.bootstrap_server, client_id="sofakafka-reassign",
-                     request_timeout_ms=args.request_timeout_ms) as client:
+    with common.client(args, VERB) as client:
         if action == "list":
             ongoing = client.list_partition_reassignments()
             if not ongoing:
@@ -199,10 +197,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sofakafka reassign",
-                                     description="Move partition replicas between brokers (kafka-reassign-partitions.sh).")
-    parser.add_argument("--bootstrap-server", help="host:port[,host:port...] of the brokers to connect to")
-    parser.add_argument("--request-timeout-ms", type=int, default=30_000, help="deadline of every request")
+    parser = common.verb_parser(VERB, "Move partition replicas between brokers (kafka-reassign-partitions.sh).")
+    common.add_connection_options(parser)
     parser.add_argument("--reassignment-json-file", help="the partitions and their new replicas (the tool's JSON)")
     parser.add_argument("--execute", action="store_true", help="start the reassignments in the file")
     parser.add_argument("--verify", action="store_true", help="say which reassignments in the file are complete")
@@ -215,15 +211,4 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str]) -> int:
-    args = build_parser().parse_args(list(argv))
-    try:
-        return run(args)
-    except UsageError as e:
-        print(f"sofakafka reassign: error: {e}", file=sys.stderr)
-        return 2
-    except KafkaError as e:
-        print(f"Error: {e.code.name}" + (f": {e.message}" if e.message else ""), file=sys.stderr)
-        return 1
-    except ClientError as e:
-        print(f"Error: {e}", file=sys.stderr)
-        return 1
+    return common.main(VERB, build_parser(), argv, run)

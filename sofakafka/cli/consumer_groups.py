@@ -19,13 +19,17 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import re
-import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
+from sofakafka.cli import common
+from sofakafka.cli.common import UsageError, err
 from sofakafka.client import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, KafkaClient
 from sofakafka.client.groups import CommittedOffset, GroupAdmin, GroupDescription
 from sofakafka.protocol.errors import ErrorCode, KafkaError
+
+VERB = "groups"
+SUMMARY = "list, describe, delete consumer groups and reset their offsets (kafka-consumer-groups.sh)"
 
 TopicPartition = tuple[str, int]
 
@@ -39,18 +43,11 @@ _NO_EXECUTE_WARNING = (
     "default behavior without prompting.")
 
 
-class GroupsUsageError(Exception):
-    """Bad options: the caller reports it like argparse does, exit code 2."""
-
-
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-               add_common: Callable[[argparse.ArgumentParser], None]) -> None:
-    g = sub.add_parser("groups", help="list, describe, delete consumer groups and reset their offsets "
-                                      "(kafka-consumer-groups.sh)")
-    g.add_argument("action", nargs="?", choices=ACTIONS)
-    for a in ("list", "describe", "delete", "reset-offsets"):
-        g.add_argument(f"--{a}", dest=f"flag_{a.replace('-', '_')}", action="store_true", help=argparse.SUPPRESS)
-    add_common(g)
+def build_parser() -> argparse.ArgumentParser:
+    g = common.verb_parser(VERB, "List, describe, delete consumer groups and reset their offsets "
+                                 "(kafka-consumer-groups.sh).")
+    common.add_actions(g, ACTIONS)
+    common.add_connection_options(g)
     g.add_argument("--group", action="append", help="group id (repeatable)")
     g.add_argument("--all-groups", action="store_true", help="every group (describe, delete, reset-offsets)")
     g.add_argument("--topic", action="append", help="topic or topic:p0,p1,... (repeatable)")
@@ -69,27 +66,20 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     g.add_argument("--by-duration", help="ISO 8601 duration before now, e.g. PT1H or P1DT2H30M")
     g.add_argument("--dry-run", action="store_true", help="print the new offsets without committing them")
     g.add_argument("--execute", action="store_true", help="commit the new offsets")
-    g.set_defaults(run=run)
+    return g
 
 
-def _action(args: argparse.Namespace) -> str:
-    actions = [a for a in ACTIONS if getattr(args, f"flag_{a.replace('-', '_')}")]
-    if args.action:
-        actions.append(args.action)
-    actions = list(dict.fromkeys(actions))
-    if len(actions) != 1:
-        raise GroupsUsageError("exactly one of list, describe, delete, reset-offsets is required")
-    return actions[0]
+def main(argv: Sequence[str]) -> int:
+    return common.main(VERB, build_parser(), argv, run)
 
 
 def run(args: argparse.Namespace) -> int:
-    action = _action(args)
+    action = common.chosen_action(args, ACTIONS)
     if not args.bootstrap_server:
-        raise GroupsUsageError("--bootstrap-server is required")
+        raise UsageError("--bootstrap-server is required")
     if action != "list" and not args.group and not args.all_groups:
-        raise GroupsUsageError(f"--group or --all-groups is required to {action}")
-    with KafkaClient(args.bootstrap_server, client_id="sofakafka-groups",
-                     request_timeout_ms=args.request_timeout_ms) as client:
+        raise UsageError(f"--group or --all-groups is required to {action}")
+    with common.client(args, VERB) as client:
         admin = GroupAdmin(client)
         if action == "list":
             return _list(admin, args)
@@ -128,7 +118,7 @@ def _kafka_states(states: Sequence[str]) -> list[str]:
     for s in states:
         found = _STATES.get(s.lower())
         if found is None:
-            raise GroupsUsageError(f"unknown group state {s!r}: one of {', '.join(_STATES.values())}")
+            raise UsageError(f"unknown group state {s!r}: one of {', '.join(_STATES.values())}")
         out.append(found)
     return out
 
@@ -137,10 +127,8 @@ def _kafka_states(states: Sequence[str]) -> list[str]:
 
 
 def _table(rows: list[list[str]]) -> None:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    print()
-    for r in rows:
-        print(" ".join(f"{c:<{w}}" for c, w in zip(r[:-1], widths, strict=False)) + " " + r[-1])
+    print()  # Kafka's tool opens every table with an empty line
+    common.print_table(rows)
 
 
 def _log_end_offsets(client: KafkaClient, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
@@ -164,7 +152,7 @@ def _describe(client: KafkaClient, admin: GroupAdmin, groups: list[str], args: a
     for group_id in groups:
         desc = admin.describe_group(group_id)
         if desc.error != ErrorCode.NONE:
-            _err(f"Error: Executing consumer group command failed due to {desc.error.name}")
+            err(f"Error: Executing consumer group command failed due to {desc.error.name}")
             status = 1
             continue
         if args.state is not None:
@@ -178,7 +166,7 @@ def _describe(client: KafkaClient, admin: GroupAdmin, groups: list[str], args: a
 
 def _missing(desc: GroupDescription) -> bool:
     if desc.state == "Dead":
-        _err(f"Error: Consumer group '{desc.group_id}' does not exist.")
+        err(f"Error: Consumer group '{desc.group_id}' does not exist.")
         return True
     return False
 
@@ -251,9 +239,9 @@ def _delete(admin: GroupAdmin, groups: list[str]) -> int:
     if ok:
         print("Deletion of requested consumer groups (" + ", ".join(f"'{g}'" for g in ok) + ") was successful.")
     if failed:
-        _err("Deletion of some consumer groups failed:")
+        err("Deletion of some consumer groups failed:")
         for g, e in failed.items():
-            _err(f"* Group '{g}' could not be deleted due to: {_error_text(e)}")
+            err(f"* Group '{g}' could not be deleted due to: {_error_text(e)}")
         return 1
     return 0
 
@@ -278,7 +266,7 @@ def parse_datetime_ms(text: str) -> int:
     try:
         parsed = dt.datetime.fromisoformat(candidate)
     except ValueError:
-        raise GroupsUsageError(f"--to-datetime {text!r} is not a date-time like 2020-01-01T00:00:00.000") from None
+        raise UsageError(f"--to-datetime {text!r} is not a date-time like 2020-01-01T00:00:00.000") from None
     if parsed.tzinfo is None:
         parsed = parsed.astimezone()  # local time, as Kafka's tool reads a zone-less value
     return int(parsed.timestamp() * 1000)
@@ -288,7 +276,7 @@ def parse_duration_ms(text: str) -> int:
     """An ISO 8601 duration (``PnDTnHnMnS``), as Kafka's ``--by-duration`` takes it."""
     match = re.fullmatch(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?", text.strip().upper())
     if not match or text.strip().upper() in ("P", "PT"):
-        raise GroupsUsageError(f"--by-duration {text!r} is not an ISO 8601 duration like PT1H or P1DT2H")
+        raise UsageError(f"--by-duration {text!r} is not an ISO 8601 duration like PT1H or P1DT2H")
     days, hours, minutes, seconds = match.groups()
     total = (int(days or 0) * 86400 + int(hours or 0) * 3600 + int(minutes or 0) * 60) * 1000
     return total + int(float(seconds or 0) * 1000)
@@ -297,7 +285,7 @@ def parse_duration_ms(text: str) -> int:
 def _scenario(args: argparse.Namespace) -> str:
     chosen = [s for s in RESET_SCENARIOS if getattr(args, s) not in (None, False)]
     if len(chosen) != 1:
-        raise GroupsUsageError("exactly one of --to-earliest, --to-latest, --to-current, --to-offset, "
+        raise UsageError("exactly one of --to-earliest, --to-latest, --to-current, --to-offset, "
                                "--shift-by, --to-datetime, --by-duration is required")
     return chosen[0]
 
@@ -305,11 +293,11 @@ def _scenario(args: argparse.Namespace) -> str:
 def _reset_partitions(client: KafkaClient, admin: GroupAdmin, group_id: str, args: argparse.Namespace
                       ) -> list[TopicPartition]:
     if args.all_topics and args.topic:
-        raise GroupsUsageError("--all-topics cannot be combined with --topic")
+        raise UsageError("--all-topics cannot be combined with --topic")
     if args.all_topics:
         return sorted(admin.fetch_offsets(group_id))
     if not args.topic:
-        raise GroupsUsageError("one of --topic or --all-topics is required to reset offsets")
+        raise UsageError("one of --topic or --all-topics is required to reset offsets")
     out: list[TopicPartition] = []
     for spec in args.topic:
         topic, sep, parts = spec.partition(":")
@@ -317,7 +305,7 @@ def _reset_partitions(client: KafkaClient, admin: GroupAdmin, group_id: str, arg
             try:
                 out += [(topic, int(p)) for p in parts.split(",") if p.strip()]
             except ValueError:
-                raise GroupsUsageError(f"bad --topic {spec!r}: partitions must be integers") from None
+                raise UsageError(f"bad --topic {spec!r}: partitions must be integers") from None
         else:
             info = client.topic(topic)
             out += [(topic, p) for p in sorted(info.partitions)]
@@ -327,7 +315,7 @@ def _reset_partitions(client: KafkaClient, admin: GroupAdmin, group_id: str, arg
 def _reset(client: KafkaClient, admin: GroupAdmin, groups: list[str], args: argparse.Namespace) -> int:
     scenario = _scenario(args)
     if args.dry_run and args.execute:
-        raise GroupsUsageError("--dry-run and --execute cannot be used together")
+        raise UsageError("--dry-run and --execute cannot be used together")
     if not args.dry_run and not args.execute:
         print(_NO_EXECUTE_WARNING)
     status = 0
@@ -336,7 +324,7 @@ def _reset(client: KafkaClient, admin: GroupAdmin, groups: list[str], args: argp
         if desc.error != ErrorCode.NONE:
             raise KafkaError(desc.error, f"describing group {group_id}")
         if desc.state not in ("Empty", "Dead"):
-            _err(f"Error: Assignments can only be reset if the group '{group_id}' is inactive, but the current "
+            err(f"Error: Assignments can only be reset if the group '{group_id}' is inactive, but the current "
                  f"state is {desc.state}.")
             status = 1
             continue
@@ -346,7 +334,7 @@ def _reset(client: KafkaClient, admin: GroupAdmin, groups: list[str], args: argp
             errors = admin.commit_offsets(group_id, plan)
             failed = {tp: e for tp, e in errors.items() if e != ErrorCode.NONE}
             for (topic, partition), e in sorted(failed.items()):
-                _err(f"Error: committing {topic}-{partition} for group {group_id} failed: {e.name}")
+                err(f"Error: committing {topic}-{partition} for group {group_id} failed: {e.name}")
                 status = 1
         rows = [["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]]
         rows += [[group_id, t, str(p), str(offset)] for (t, p), offset in sorted(plan.items())]
@@ -391,7 +379,3 @@ def _plan(client: KafkaClient, admin: GroupAdmin, group_id: str, partitions: lis
     found = _list_offsets(client, partitions, timestamp)
     # No record at or after the time: the log end, so the next consumer waits for new records.
     return {tp: found[tp] if found[tp] >= 0 else latest[tp] for tp in partitions}
-
-
-def _err(text: str) -> None:
-    print(text, file=sys.stderr)

@@ -1,0 +1,211 @@
+"""What every console tool shares: its parser, the connection options, the client, option syntaxes, output, and
+how a failure becomes an exit code.
+
+A tool module builds its parser with :func:`verb_parser`, adds :func:`add_connection_options` (Kafka's
+``--bootstrap-server``, ``--command-config`` and our ``--request-timeout-ms``) and, if it prints tables,
+:func:`add_output_options` (``--json``), opens its client with :func:`client`, and runs its work through
+:func:`run`, which turns the failures every tool shares into Kafka's exit codes and messages:
+
+* 0 success; 1 a request failed (the broker's error is printed to stderr); 2 bad usage
+  (``sofakafka <verb>: error: ...``, like argparse's own errors); 130 Ctrl-C.
+
+``--command-config FILE`` is the client properties file of Kafka's tools (``--producer.config`` and
+``--consumer.config`` for the console producer and consumer). The keys that change what the client does
+here are :data:`CLIENT_KEYS`; ``security.protocol`` must be PLAINTEXT, the only one the tools speak yet, and is
+refused naming the key otherwise; any other key (a Java client setting with no meaning here) is named in a
+warning on stderr and otherwise ignored, as Kafka's clients warn about configs they do not know.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from sofakafka.client import ClientError, KafkaClient
+from sofakafka.protocol.errors import KafkaError
+
+DEFAULT_REQUEST_TIMEOUT_MS = 30_000
+DEFAULT_RETRY_BACKOFF_MS = 100
+CLIENT_KEYS = ("client.id", "request.timeout.ms", "retry.backoff.ms", "security.protocol")
+SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
+
+
+class UsageError(Exception):
+    """A bad option or combination of options: reported like argparse's own errors, exit code 2."""
+
+
+def err(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+# -- parsers ----------------------------------------------------------------------------------------------------
+
+
+def verb_parser(verb: str, description: str) -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(prog=f"sofakafka {verb}", description=description)
+
+
+def add_connection_options(p: argparse.ArgumentParser, config_flag: str = "--command-config") -> None:
+    """``--bootstrap-server``, the client properties file (``config_flag``: Kafka's name for it in that tool)
+    and ``--request-timeout-ms``."""
+    p.add_argument("--bootstrap-server", help="host:port[,host:port...] of the brokers to connect to")
+    p.add_argument(config_flag, dest="command_config", metavar="FILE",
+                   help="client properties (client.id, request.timeout.ms, retry.backoff.ms, security.protocol)")
+    p.add_argument("--request-timeout-ms", type=int, default=None,
+                   help=f"deadline of every request (default {DEFAULT_REQUEST_TIMEOUT_MS}, or the file's "
+                        "request.timeout.ms)")
+
+
+def add_actions(p: argparse.ArgumentParser, actions: Sequence[str]) -> None:
+    """The action, positional (``topics create``) or as Kafka's flag (``--create``); :func:`chosen_action`
+    reads it back."""
+    p.add_argument("action", nargs="?", choices=actions)
+    for a in actions:
+        p.add_argument(f"--{a}", dest=_action_flag(a), action="store_true", help=argparse.SUPPRESS)
+
+
+def chosen_action(args: argparse.Namespace, actions: Sequence[str]) -> str:
+    chosen = [a for a in actions if getattr(args, _action_flag(a))]
+    if args.action:
+        chosen.append(args.action)
+    chosen = list(dict.fromkeys(chosen))
+    if len(chosen) != 1:
+        raise UsageError(f"exactly one of {', '.join(actions)} is required")
+    return chosen[0]
+
+
+def _action_flag(action: str) -> str:
+    return f"flag_{action.replace('-', '_')}"
+
+
+def add_output_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print tables as JSON (a list of objects) instead")
+
+
+# -- the client -------------------------------------------------------------------------------------------------
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """A Java properties file as Kafka's tools read one: ``key=value`` or ``key: value`` lines, ``#`` and ``!``
+    comments, surrounding blanks dropped."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    props: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if cut <= 0:
+            raise UsageError(f"{path}:{number}: expected key=value, got {line!r}")
+        props[line[:cut].strip()] = line[cut + 1 :].strip()
+    return props
+
+
+def _int_property(props: Mapping[str, str], key: str, path: str) -> int | None:
+    if key not in props:
+        return None
+    try:
+        value = int(props[key])
+    except ValueError:
+        raise UsageError(f"{path}: {key}: not an integer: {props[key]!r}") from None
+    if value < 0:
+        raise UsageError(f"{path}: {key}: must not be negative, got {value}")
+    return value
+
+
+def client(args: argparse.Namespace, verb: str) -> KafkaClient:
+    """The tool's client: ``--bootstrap-server`` (required), then ``--command-config``'s settings, then the
+    command line's own ``--request-timeout-ms`` over the file's."""
+    if not args.bootstrap_server:
+        raise UsageError("--bootstrap-server is required")
+    path = getattr(args, "command_config", None)
+    props = read_properties(path) if path else {}
+    if path:
+        protocol = props.get("security.protocol", "PLAINTEXT").upper()
+        if protocol not in SUPPORTED_SECURITY_PROTOCOLS:
+            raise UsageError(f"{path}: security.protocol: {props['security.protocol']} is not supported by the "
+                             f"console tools yet (only {', '.join(SUPPORTED_SECURITY_PROTOCOLS)})")
+        ignored = sorted(k for k in props if k not in CLIENT_KEYS)
+        if ignored:
+            err(f"sofakafka {verb}: warning: ignoring {', '.join(ignored)} from {path} (no effect here)")
+    timeout_ms = args.request_timeout_ms
+    if timeout_ms is None:
+        timeout_ms = _int_property(props, "request.timeout.ms", path or "")
+    backoff_ms = _int_property(props, "retry.backoff.ms", path or "")
+    return KafkaClient(args.bootstrap_server, client_id=props.get("client.id") or f"sofakafka-{verb}",
+                       request_timeout_ms=DEFAULT_REQUEST_TIMEOUT_MS if timeout_ms is None else timeout_ms,
+                       retry_backoff_ms=DEFAULT_RETRY_BACKOFF_MS if backoff_ms is None else backoff_ms)
+
+
+# -- option syntaxes --------------------------------------------------------------------------------------------
+
+
+def key_values(items: Sequence[str], what: str) -> dict[str, str]:
+    """Repeated ``key=value`` options (``--config``, ``--property``)."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"{what} must be key=value, got {item!r}")
+        out[key.strip()] = value
+    return out
+
+
+def unescape(text: str) -> str:
+    """Separators given on a command line arrive with backslash escapes (``\\t``) spelled out."""
+    return text.encode("utf-8").decode("unicode_escape") if "\\" in text else text
+
+
+def comma_list(text: str | None) -> list[str]:
+    return [t.strip() for t in (text or "").split(",") if t.strip()]
+
+
+# -- output -----------------------------------------------------------------------------------------------------
+
+
+def print_table(rows: Sequence[Sequence[str]], *, as_json: bool = False) -> None:
+    """``rows[0]`` is the header. Columns are padded to their widest cell, the last one not at all (Kafka's
+    tools print them so); with ``as_json`` a list of objects keyed by the header instead."""
+    if as_json:
+        header = rows[0]
+        print(json.dumps([dict(zip(header, r, strict=True)) for r in rows[1:]]))
+        return
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print(" ".join(f"{c:<{w}}" for c, w in zip(r[:-1], widths, strict=False)) + " " + r[-1])
+
+
+# -- running ----------------------------------------------------------------------------------------------------
+
+
+def main(verb: str, parser: argparse.ArgumentParser, argv: Sequence[str],
+         work: Callable[[argparse.Namespace], int]) -> int:
+    """A tool's ``main``: parse ``argv`` with the tool's parser, then :func:`run` its work on the options."""
+    args = parser.parse_args(list(argv))
+    return run(verb, lambda: work(args))
+
+
+def run(verb: str, work: Callable[[], int]) -> int:
+    """Run a tool's work, turning the failures every tool shares into its exit code and message."""
+    try:
+        return work()
+    except UsageError as e:
+        err(f"sofakafka {verb}: error: {e}")
+        return 2
+    except KafkaError as e:
+        err(f"Error: {e.code.name}" + (f": {e.message}" if e.message else ""))
+        return 1
+    except ClientError as e:
+        err(f"Error: {e}")
+        return 1
+    except BrokenPipeError:
+        # `sofakafka consume ... | head` closes our stdout early; that is the reader's choice, not an error.
+        return 0
+    except KeyboardInterrupt:
+        return 130
