@@ -39,7 +39,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
+from sofakafka.broker.bound_listener import BoundListener
 from sofakafka.broker.config import LONG_MAX, KafkaConfig
+from sofakafka.broker.context import StopRequestPartitions
 from sofakafka.broker.controlled_shutdown import ControlledShutdownSender, inter_broker_connection
 from sofakafka.broker.fetch_session import FetchSessionCache
 from sofakafka.broker.group import GroupCoordinator
@@ -47,7 +49,6 @@ from sofakafka.broker.handlers import load_handlers
 from sofakafka.broker.handlers.stop_replica import (
     EPOCH_DURING_DELETE,
     NO_EPOCH,
-    StopRequestPartitions,
     partition_errors,
     stop_replica_request,
 )
@@ -55,9 +56,10 @@ from sofakafka.broker.offsets_topic import GroupCoordinatorRuntime
 from sofakafka.broker.producer_id_manager import ProducerIdManager
 from sofakafka.broker.replica_manager import ReplicaManager
 from sofakafka.broker.replication import Replication
-from sofakafka.broker.server import BoundListener, SocketServer
+from sofakafka.broker.server import SocketServer
 from sofakafka.client import ClientError
 from sofakafka.controller.embedded import EmbeddedMetadataServer
+from sofakafka.controller.kafka_controller import KafkaController
 from sofakafka.controller.metadata import ClusterMetadata, MetadataCache
 from sofakafka.controller.node import ControllerNode
 from sofakafka.controller.session import SessionRenewingStore
@@ -87,6 +89,9 @@ STOP_REPLICA_METADATA_WAIT_SECONDS = 5.0
 
 
 class Broker:
+    """One broker, assembled from its parts; what it hands them is described in sofakafka/broker/context.py
+    (it is the :class:`~sofakafka.broker.context.BrokerContext` of every handler)."""
+
     def __init__(self, config: KafkaConfig) -> None:
         self.config = config
         broker_id = config.effective_broker_id()
@@ -119,7 +124,7 @@ class Broker:
         self._shutdown_begun = False
         self.started = False
 
-    # -- the parts handlers use -------------------------------------------------------------------------------
+    # -- the parts handlers use (sofakafka/broker/context.py) ---------------------------------------------------
     @property
     def replica_manager(self) -> ReplicaManager:
         assert self._replica_manager is not None, "broker not started"
@@ -135,6 +140,19 @@ class Broker:
         """The controller side: ``node.cache`` (metadata view), ``node.admin`` (topic/config writes)."""
         assert self._node is not None, "broker not started"
         return self._node
+
+    @property
+    def controller(self) -> KafkaController:
+        return self.node.controller
+
+    @property
+    def broker_epoch(self) -> int:
+        return self.node.broker_epoch
+
+    @property
+    def metadata_store(self) -> MetadataStore:
+        assert self.store is not None, "broker not started"
+        return self.store
 
     @property
     def producer_id_manager(self) -> ProducerIdManager:

@@ -31,8 +31,9 @@ import socket
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from sofakafka.broker.context import BrokerContext
 from sofakafka.broker.handlers import HandlerSpec, RawResponse, RequestContext, lookup
 from sofakafka.broker.handlers.api_versions import unsupported_version_response
 from sofakafka.protocol.api import decode_request_body, response_type
@@ -46,15 +47,30 @@ from sofakafka.protocol.headers import (
 )
 from sofakafka.protocol.schema import Request, Response
 
-if TYPE_CHECKING:
-    from sofakafka.broker.server import SocketServer
-
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 _SCRATCH_BYTES = 256 * 1024
 _LARGE_FRAME = 64 * 1024  # below this a partial frame waits in the scratch buffer, which always has room for it
 _EMPTY_VIEW = memoryview(b"")
+
+
+class ConnectionOwner(Protocol):
+    """What a connection needs from the server that accepted it (sofakafka/broker/server.py's SocketServer):
+    its limits, admission and departure, whether it is shutting down, and the broker its handlers see."""
+
+    broker: BrokerContext
+    max_request_bytes: int
+    max_inflight: int
+    idle_seconds: float
+    send_buffer_bytes: int
+    receive_buffer_bytes: int
+    write_buffer_high: int
+    shutting_down: bool
+
+    def connection_opened(self, conn: KafkaConnection) -> bool: ...
+
+    def connection_closed(self, conn: KafkaConnection) -> None: ...
 
 
 @dataclass(slots=True)
@@ -67,7 +83,7 @@ class _Slot:
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, server: SocketServer, listener_name: str, security_protocol: str) -> None:
+    def __init__(self, server: ConnectionOwner, listener_name: str, security_protocol: str) -> None:
         self.server = server
         self.listener_name = listener_name
         self.security_protocol = security_protocol

@@ -29,8 +29,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
+from sofakafka.broker.context import CoordinatorContext
 from sofakafka.broker.group import GroupConfig, GroupCoordinator, OffsetsRecord, SystemClock
 from sofakafka.broker.group.asyncio_bridge import LoopScheduler
 from sofakafka.broker.replica_manager import ReplicaManager
@@ -47,9 +47,6 @@ from sofakafka.protocol.records import (
 )
 from sofakafka.storage.log import FetchIsolation, Log
 from sofakafka.storage.segment import wall_clock_ms
-
-if TYPE_CHECKING:
-    from sofakafka.broker.broker import Broker
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +161,7 @@ class OffsetsTopicWriter:
 class GroupCoordinatorRuntime:
     """The coordinator, its writer, and the bookkeeping of which offsets partitions are loaded."""
 
-    def __init__(self, broker: Broker, coordinator: GroupCoordinator, writer: OffsetsTopicWriter) -> None:
+    def __init__(self, broker: CoordinatorContext, coordinator: GroupCoordinator, writer: OffsetsTopicWriter) -> None:
         self._broker = broker
         self.coordinator = coordinator
         self._writer = writer
@@ -175,7 +172,7 @@ class GroupCoordinatorRuntime:
         self._stopped = False
 
     @classmethod
-    def start(cls, broker: Broker) -> GroupCoordinatorRuntime:
+    def start(cls, broker: CoordinatorContext) -> GroupCoordinatorRuntime:
         """Build and start the coordinator on the running loop (before the first metadata is applied)."""
         config = broker.config
         loop = asyncio.get_running_loop()

@@ -17,38 +17,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from sofakafka.broker.bound_listener import BoundListener
 from sofakafka.broker.config import ConfigError, EndPoint, KafkaConfig, SecurityProtocol
 from sofakafka.broker.connection import KafkaConnection
-
-if TYPE_CHECKING:
-    from sofakafka.broker.broker import Broker
+from sofakafka.broker.context import BrokerContext
 
 log = logging.getLogger(__name__)
 
 SUPPORTED_PROTOCOLS = (SecurityProtocol.PLAINTEXT,)
 
 
-@dataclass(frozen=True)
-class BoundListener:
-    """A listener as bound (``port`` is the real one) and as advertised to clients."""
-
-    listener_name: str
-    security_protocol: SecurityProtocol
-    bind_host: str
-    port: int
-    advertised_host: str
-    advertised_port: int
-
-    def connection_string(self) -> str:
-        host = f"[{self.advertised_host}]" if ":" in self.advertised_host else self.advertised_host
-        return f"{self.listener_name}://{host}:{self.advertised_port}"
-
-
 class SocketServer:
-    def __init__(self, broker: Broker, config: KafkaConfig) -> None:
+    """Every listener's sockets and connections; a connection reaches the broker through ``broker``."""
+
+    def __init__(self, broker: BrokerContext, config: KafkaConfig) -> None:
         self.broker = broker
         self.config = config
         self.max_request_bytes = config.get_int("socket.request.max.bytes")

@@ -25,14 +25,12 @@ import importlib
 import pkgutil
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from sofakafka.broker.context import BrokerContext
 from sofakafka.protocol.api import valid_versions
 from sofakafka.protocol.headers import RequestHeader
 from sofakafka.protocol.schema import Response
-
-if TYPE_CHECKING:
-    from sofakafka.broker.broker import Broker
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,10 +46,11 @@ class RawResponse:
 
 @dataclass(slots=True)
 class RequestContext:
-    """What a handler knows about the request besides its body."""
+    """What a handler knows about the request besides its body; ``broker`` is everything else it may use
+    (sofakafka/broker/context.py)."""
 
     header: RequestHeader
-    broker: Broker
+    broker: BrokerContext
     listener_name: str
     security_protocol: str
     client_host: str

@@ -35,7 +35,7 @@ async def ask_controller(ctx: RequestContext, call: Callable[[KafkaController], 
     """Run ``call`` (a blocking controller method, which waits for the controller thread) off the event loop,
     if this broker is the active controller. Raises KafkaError NOT_CONTROLLER or REQUEST_TIMED_OUT
     (``timed_out_message``); KafkaErrors that ``call`` raises pass through."""
-    controller = ctx.broker.node.controller
+    controller = ctx.broker.controller
     if not is_controller(ctx) or not controller.is_active:
         raise not_controller()
     try:

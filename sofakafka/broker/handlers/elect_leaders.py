@@ -66,7 +66,7 @@ async def handle_elect_leaders(ctx: RequestContext, request: ElectLeadersRequest
         top = exc.code if ctx.api_version >= 1 and exc.code == ErrorCode.NOT_CONTROLLER else ErrorCode.NONE
         return _response({tp: (exc.code, exc.message) for tp in wanted or []}, top)
     if ctx.api_version >= 1 and all(code == ErrorCode.NOT_CONTROLLER for code, _ in results.values()) and (
-            results or not ctx.broker.node.controller.is_active):
+            results or not ctx.broker.controller.is_active):
         # The controller resigned between the check above and its thread running the election: say so at the
         # top as well, which is what makes clients look the controller up again and retry.
         return _response(results, ErrorCode.NOT_CONTROLLER)

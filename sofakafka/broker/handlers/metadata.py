@@ -91,7 +91,7 @@ async def _auto_create(ctx: RequestContext, name: str) -> ErrorCode:
         validate_topic_name(name)
     except KafkaError as exc:
         return exc.code
-    admin = ctx.broker.node.admin
+    admin = ctx.broker.topic_admin
     try:
         created = await ctx.broker.run_blocking(lambda: admin.create_topic(NewTopic(name)))
         log.info("auto-created topic %s with %d partitions, replication factor %d (requested by %s)", name,

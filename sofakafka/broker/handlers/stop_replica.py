@@ -21,9 +21,9 @@ Checks, in Kafka 2.6's order:
   an equal one STALE_CONTROLLER_EPOCH (the same generation cannot ask twice). A replica we do not host is
   "stopped" too: its log on disk, if any, is deleted (a broker that was down while its topic was deleted).
 
-The work is ``Broker.stop_partitions``: stop fetching, stop serving, and with ``delete`` delete the log (the
-cleaner paused around it); a deletion also waits until our own metadata no longer has the topic live, so a
-metadata apply in flight cannot re-create the log. Errors per partition: KAFKA_STORAGE_ERROR when the deletion
+The work is the broker's ``stop_partitions`` (sofakafka/broker/context.py): stop fetching, stop serving, and with
+``delete`` delete the log (the cleaner paused around it); a deletion also waits until our own metadata no longer
+has the topic live, so a metadata apply in flight cannot re-create the log. Errors per partition: KAFKA_STORAGE_ERROR when the deletion
 failed, REQUEST_TIMED_OUT when our metadata still shows the topic live (retried by the controller).
 
 Not checked: CLUSTER_ACTION authorization (no handler authorizes yet), nor which listener the request came in on
@@ -33,7 +33,7 @@ Not checked: CLUSTER_ACTION authorization (no handler authorizes yet), nor which
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 from sofakafka.broker.handlers import RequestContext, handles
 from sofakafka.controller import zk_data, zk_paths
@@ -51,9 +51,6 @@ EPOCH_DURING_DELETE = -2
 not bump the partition's epoch, so the request says "whatever yours is"."""
 NO_EPOCH = -1
 UNKNOWN_BROKER_EPOCH = -1
-
-StopRequestPartitions = Mapping[TopicPartition, tuple[int, bool]]
-"""Partition -> (leader epoch, delete)."""
 
 _PartitionV0 = StopReplicaRequest.StopReplicaPartitionV0
 _TopicV1 = StopReplicaRequest.StopReplicaTopicV1
@@ -141,10 +138,9 @@ def _request_error(request: StopReplicaRequest, version: int, code: int) -> Stop
 async def handle_stop_replica(ctx: RequestContext, request: StopReplicaRequest) -> StopReplicaResponse:
     broker = ctx.broker
     partitions = request_partitions(request, ctx.api_version)
-    if ctx.api_version >= 1 and broker_epoch_is_stale(request.broker_epoch, broker.node.broker_epoch):
+    if ctx.api_version >= 1 and broker_epoch_is_stale(request.broker_epoch, broker.broker_epoch):
         return StopReplicaResponse(error_code=ErrorCode.STALE_BROKER_EPOCH)
-    store, snap = broker.store, broker.metadata()
-    assert store is not None
+    store, snap = broker.metadata_store, broker.metadata()
     newest = await broker.run_blocking(lambda: newest_controller_epoch(store, snap))
     if request.controller_epoch < newest:
         log.info("StopReplica from controller %d with epoch %d, older than %d: ignored", request.controller_id,
