@@ -16,7 +16,8 @@
   ones it read in fenced multi-ops of at most :data:`DELETE_BATCH` znodes. A controller that takes over reads
   the whole tree anyway, then clears what is pending the same way.
 
-Public API (controller thread only; hooks of :class:`~sofakafka.controller.kafka_controller.KafkaController`)::
+Public API (controller thread only; hooks the controller calls, handing itself as
+:class:`~sofakafka.controller.context.ControllerServices`)::
 
     on_controller_failover(controller)            # arm both watches, process what is pending
     on_preferred_replica_election(controller)     # the existence watch of /admin/preferred_replica_election fired
@@ -27,15 +28,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import TYPE_CHECKING
 
 from sofakafka.controller import zk_data, zk_paths
+from sofakafka.controller.context import ControllerServices, ElectionType
 from sofakafka.controller.store import DeleteOp, NoNodeError
 from sofakafka.controller.zk_data import TopicPartition, ZkDataError
 from sofakafka.protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from sofakafka.controller.kafka_controller import KafkaController
 
 log = logging.getLogger(__name__)
 
@@ -43,24 +41,24 @@ DELETE_BATCH = 200
 """Notifications deleted per multi-op: one round trip for a typical burst, far below ZooKeeper's 1 MB request."""
 
 
-def on_controller_failover(controller: KafkaController) -> None:
-    controller._store.ensure_path(zk_paths.ISR_CHANGE_NOTIFICATION_PATH)
+def on_controller_failover(controller: ControllerServices) -> None:
+    controller.store.ensure_path(zk_paths.ISR_CHANGE_NOTIFICATION_PATH)
     on_isr_change_notification(controller)
     on_preferred_replica_election(controller)
 
 
 # ------------------------------------------------------------------------------ preferred replica election
 
-def on_preferred_replica_election(controller: KafkaController) -> None:
+def on_preferred_replica_election(controller: ControllerServices) -> None:
     c = controller
-    if not c._active:
+    if not c.context.active:
         return
     path = zk_paths.PREFERRED_REPLICA_ELECTION_PATH
     # exists() arms the watch whether or not the znode is there: creation wakes us, and so does our own delete.
-    if c._store.exists(path, c._watch) is None:
+    if c.store.exists(path, c.watch) is None:
         return
     try:
-        data, _ = c._store.get(path)
+        data, _ = c.store.get(path)
     except NoNodeError:
         return
     try:
@@ -71,18 +69,16 @@ def on_preferred_replica_election(controller: KafkaController) -> None:
     else:
         _elect_preferred(c, partitions)
     with contextlib.suppress(NoNodeError):
-        c._fenced([DeleteOp(path)])
+        c.fenced([DeleteOp(path)])
 
 
-def _elect_preferred(c: KafkaController, partitions: list[TopicPartition]) -> None:
-    from sofakafka.controller.kafka_controller import ElectionType
-
+def _elect_preferred(c: ControllerServices, partitions: list[TopicPartition]) -> None:
     wanted = sorted(set(partitions))
-    known = [tp for tp in wanted if tp in c._partitions]
-    unknown = [tp for tp in wanted if tp not in c._partitions]
+    known = [tp for tp in wanted if tp in c.context.partitions]
+    unknown = [tp for tp in wanted if tp not in c.context.partitions]
     if unknown:
         log.info("controller: skipping the preferred election of %s: no such partitions", unknown)
-    results = c._on_elect_leaders(known, ElectionType.PREFERRED)
+    results = c.run_election(known, ElectionType.PREFERRED)
     moved = sorted(tp for tp, (code, _) in results.items() if code == ErrorCode.NONE)
     failed = {tp: code.name for tp, (code, _) in results.items()
               if code not in (ErrorCode.NONE, ErrorCode.ELECTION_NOT_NEEDED)}
@@ -92,12 +88,12 @@ def _elect_preferred(c: KafkaController, partitions: list[TopicPartition]) -> No
 
 # --------------------------------------------------------------------------------- ISR change notifications
 
-def on_isr_change_notification(controller: KafkaController) -> None:
+def on_isr_change_notification(controller: ControllerServices) -> None:
     c = controller
-    if not c._active:
+    if not c.context.active:
         return
     try:
-        children = c._store.get_children(zk_paths.ISR_CHANGE_NOTIFICATION_PATH, c._watch)
+        children = c.store.get_children(zk_paths.ISR_CHANGE_NOTIFICATION_PATH, c.watch)
     except NoNodeError:
         return
     names = [n for n in children if n.startswith(zk_paths.ISR_CHANGE_PREFIX)]
@@ -108,7 +104,7 @@ def on_isr_change_notification(controller: KafkaController) -> None:
     for name in names:
         path = f"{zk_paths.ISR_CHANGE_NOTIFICATION_PATH}/{name}"
         try:
-            data, _ = c._store.get(path)
+            data, _ = c.store.get(path)
         except NoNodeError:
             continue
         read.append(path)
@@ -120,21 +116,21 @@ def on_isr_change_notification(controller: KafkaController) -> None:
         # Kafka's updateLeaderAndIsrCache: our elections re-read the state anyway, but the cached ISR is what
         # the controller reasons with in between.
         for tp in sorted(changed):
-            ctx = c._partitions.get(tp)
+            ctx = c.context.partitions.get(tp)
             if ctx is not None:
-                c._refresh_state(tp, ctx)
+                c.refresh_state(tp, ctx)
     finally:
         _delete_notifications(c, read)
 
 
-def _delete_notifications(c: KafkaController, paths: list[str]) -> None:
+def _delete_notifications(c: ControllerServices, paths: list[str]) -> None:
     for start in range(0, len(paths), DELETE_BATCH):
         batch = paths[start : start + DELETE_BATCH]
         try:
-            c._fenced([DeleteOp(p) for p in batch])
+            c.fenced([DeleteOp(p) for p in batch])
         except NoNodeError:
             # Someone removed one of them (an operator, or a multi-op of ours whose answer was lost): the
             # multi-op removed none, so remove them one by one.
             for p in batch:
                 with contextlib.suppress(NoNodeError):
-                    c._fenced([DeleteOp(p)])
+                    c.fenced([DeleteOp(p)])

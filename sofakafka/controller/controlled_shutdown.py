@@ -8,7 +8,7 @@ at most a NOT_LEADER_OR_FOLLOWER and a metadata refresh. Kafka 2.6's ``doControl
 znodes:
 
 * The broker is marked **shutting down**: it stays registered (it still serves and replicates until it exits)
-  but no election picks it again (:meth:`KafkaController._is_replica_online`), until it leaves or
+  but no election picks it again (:meth:`ControllerContext.is_replica_online`), until it leaves or
   re-registers with a new broker epoch.
 * Only partitions with more than one replica are touched: a single replica has nowhere to go, and reporting it
   would only make the broker retry in vain (Kafka leaves them out of the answer too).
@@ -22,7 +22,7 @@ znodes:
   there are some.
 
 Each state write is conditioned on the znode version just read, because leaders change the ISR themselves; a
-lost race reads again and decides again (:meth:`KafkaController._rewrite_state`); a partition that keeps changing
+lost race reads again and decides again (:meth:`ControllerServices.rewrite_state`); a partition that keeps changing
 is reported as remaining, and the broker's retry covers the rest.
 
 Public API (called on the controller thread through :meth:`KafkaController.controlled_shutdown`)::
@@ -36,14 +36,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
+from sofakafka.controller.context import ControllerServices
 from sofakafka.controller.state_rewrite import NotRewritten, StateRewrite
 from sofakafka.controller.zk_data import PartitionState, TopicPartition
 from sofakafka.protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from sofakafka.controller.kafka_controller import KafkaController
 
 log = logging.getLogger(__name__)
 
@@ -66,14 +63,14 @@ def controlled_shutdown_leader(replicas: Sequence[int], isr: Sequence[int],
     return next((r for r in replicas if online(r) and r in isr), None)
 
 
-def do_controlled_shutdown(controller: KafkaController, broker_id: int, broker_epoch: int) -> list[TopicPartition]:
+def do_controlled_shutdown(controller: ControllerServices, broker_id: int, broker_epoch: int) -> list[TopicPartition]:
     """Move ``broker_id``'s leaderships and ISR places away; returns the replicated partitions it still leads.
     Runs on the controller thread."""
     c = controller
-    if not c._active:
+    if not c.context.active:
         raise ControlledShutdownError(ErrorCode.NOT_CONTROLLER,
                                       "Controller moved to another broker. Aborting controlled shutdown")
-    cached_epoch = c._live_brokers.get(broker_id)
+    cached_epoch = c.context.live_brokers.get(broker_id)
     if cached_epoch is None:
         raise ControlledShutdownError(ErrorCode.BROKER_NOT_AVAILABLE, f"Broker id {broker_id} does not exist.")
     # An epoch newer than ours means the broker re-registered and we have not processed it yet: not stale.
@@ -83,40 +80,40 @@ def do_controlled_shutdown(controller: KafkaController, broker_id: int, broker_e
             f"Received controlled shutdown request from an old broker epoch {broker_epoch} for broker "
             f"{broker_id}. Current broker epoch is {cached_epoch}.")
     log.info("controller: shutting down broker %d", broker_id)
-    c._shutting_down.add(broker_id)
+    c.context.shutting_down.add(broker_id)
     for tp in _partitions_to_act_on(c, broker_id):
         _move_away(c, tp, broker_id)
     remaining = [tp for tp in _partitions_to_act_on(c, broker_id)
-                 if (state := c._partitions[tp].state) is not None and state.leader == broker_id]
+                 if (state := c.context.partitions[tp].state) is not None and state.leader == broker_id]
     log.info("controller: controlled shutdown of broker %d leaves %d partition(s) it still leads%s", broker_id,
              len(remaining), f": {[f'{tp.topic}-{tp.partition}' for tp in remaining[:10]]}" if remaining else "")
     return remaining
 
 
-def _partitions_to_act_on(c: KafkaController, broker_id: int) -> list[TopicPartition]:
+def _partitions_to_act_on(c: ControllerServices, broker_id: int) -> list[TopicPartition]:
     """Partitions with a state, more than one replica, one of them ``broker_id``, and not being deleted."""
-    return [tp for tp, ctx in sorted(c._partitions.items())
-            if ctx.state is not None and tp.topic not in c._topics_to_delete
-            and broker_id in (replicas := c._assignments.get(tp.topic, {}).get(tp.partition, []))
+    return [tp for tp, ctx in sorted(c.context.partitions.items())
+            if ctx.state is not None and tp.topic not in c.context.topics_to_delete
+            and broker_id in (replicas := c.context.assignments.get(tp.topic, {}).get(tp.partition, []))
             and len(replicas) > 1]
 
 
-def _move_away(c: KafkaController, tp: TopicPartition, broker_id: int) -> None:
-    replicas = c._assignments.get(tp.topic, {}).get(tp.partition, [])
+def _move_away(c: ControllerServices, tp: TopicPartition, broker_id: int) -> None:
+    replicas = c.context.assignments.get(tp.topic, {}).get(tp.partition, [])
 
     def decide(old: PartitionState) -> PartitionState | None:
         if old.leader == broker_id:
-            leader = controlled_shutdown_leader(replicas, old.isr, c._is_replica_online)
+            leader = controlled_shutdown_leader(replicas, old.isr, c.context.is_replica_online)
             if leader is None:
                 return None  # stays with the broker: reported as remaining
-            isr = tuple(r for r in old.isr if r not in c._shutting_down)
+            isr = tuple(r for r in old.isr if r not in c.context.shutting_down)
         elif broker_id in old.isr and len(old.isr) > 1:
             leader, isr = old.leader, tuple(r for r in old.isr if r != broker_id)
         else:
             return None
-        return PartitionState(leader, old.leader_epoch + 1, c._epoch, isr)
+        return PartitionState(leader, old.leader_epoch + 1, c.context.epoch, isr)
 
-    outcome = c._rewrite_state(tp, decide)
+    outcome = c.rewrite_state(tp, decide)
     if isinstance(outcome, StateRewrite):
         old, new = outcome.old, outcome.new
         log.info("controller: controlled shutdown of broker %d: %s leader %d -> %d, isr %s -> %s (epoch %d)",

@@ -4,7 +4,7 @@ Kafka 2.6's controller model, kept so that issue 6 (several brokers, ZooKeeper) 
 
 * **Election.** Every broker runs a :class:`KafkaController`. The one that creates the ephemeral ``/controller``
   znode, in the same multi-op that bumps ``/controller_epoch`` on its expected znode version, is active. Every
-  later controller write is a multi-op whose first operation checks that version (:meth:`_fenced`), so a
+  later controller write is a multi-op whose first operation checks that version (:meth:`fenced`), so a
   deposed controller cannot write; a failed check makes it resign. Everybody watches ``/controller`` and runs
   the election again when it disappears. A single broker simply wins.
 * **One thread.** Watch callbacks (which arrive on the store's event thread) and the public methods only put
@@ -58,9 +58,13 @@ Public API::
 
 * **Controlled shutdown** (:meth:`KafkaController.controlled_shutdown`, sofakafka/controller/controlled_shutdown.py):
   a stopping broker's leaderships and ISR places move to others; it is then elected nowhere
-  (:meth:`_is_replica_online`) until it leaves or registers again.
+  (:meth:`ControllerContext.is_replica_online`) until it leaves or registers again.
 * **/admin/preferred_replica_election** and **/isr_change_notification** are watched, processed and deleted
   (sofakafka/controller/admin_notifications.py).
+
+The duties above (reassignment.py, controlled_shutdown.py, admin_notifications.py) are given this controller as
+:class:`~sofakafka.controller.context.ControllerServices`: its context (:class:`ControllerContext`, what it knows
+of the cluster), its fenced writes, its thread; none of them imports this module.
 
 Not here (by design): LeaderAndIsr/UpdateMetadata requests to other brokers (brokers learn partition state from
 the tree through their :class:`~sofakafka.controller.metadata.MetadataCache`).
@@ -70,16 +74,22 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import enum
 import logging
 import queue
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from sofakafka.controller import admin_notifications, zk_data, zk_paths
+from sofakafka.controller.context import (
+    INITIAL_CONTROLLER_EPOCH,
+    NO_LEADER,
+    ControllerContext,
+    ElectionResult,
+    ElectionType,
+    PartitionContext,
+)
 from sofakafka.controller.controlled_shutdown import ControlledShutdownError, do_controlled_shutdown
 from sofakafka.controller.reassignment import ReassignmentManager
 from sofakafka.controller.state_rewrite import STATE_WRITE_ATTEMPTS, NotRewritten, StateRewrite
@@ -112,19 +122,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 R = TypeVar("R")
 
-INITIAL_CONTROLLER_EPOCH = 0
-NO_LEADER = -1
-
-
-class ElectionType(enum.IntEnum):
-    """ElectLeaders' ``election_type`` (v1+; v0 means PREFERRED)."""
-
-    PREFERRED = 0
-    UNCLEAN = 1
-
-
-ElectionResult = tuple[ErrorCode, str | None]
-
 
 class StopReplicaSender(Protocol):
     """Where the controller sends StopReplica(delete=True) for a topic being deleted.
@@ -140,13 +137,10 @@ class ControllerMovedError(StoreError):
     """A fenced write failed its epoch check: another controller was elected since."""
 
 
-@dataclass
-class _PartitionContext:
-    state: PartitionState | None
-    zk_version: int  # of the state znode, -1 when there is none yet
-
-
 class KafkaController:
+    """The controller of one broker (see the module docstring). Its duties (reassignment, controlled shutdown,
+    the admin znodes) see it as :class:`~sofakafka.controller.context.ControllerServices`."""
+
     def __init__(
         self,
         store: MetadataStore,
@@ -164,18 +158,8 @@ class KafkaController:
         self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._stopped = False
-        # --- the context: touched only by the controller thread
-        self._active = False
-        self._epoch = INITIAL_CONTROLLER_EPOCH
-        self._epoch_zk_version = -1
-        self._live_brokers: dict[int, int] = {}  # broker id -> broker epoch (czxid)
-        self._assignments: dict[str, dict[int, list[int]]] = {}
-        self._partitions: dict[TopicPartition, _PartitionContext] = {}
-        self._offline: set[TopicPartition] = set()  # elections that found no eligible leader
-        self._shutting_down: set[int] = set()  # in controlled shutdown: registered, but elected nowhere
-        self._topics_to_delete: set[str] = set()
-        self._deletion_pending: dict[str, set[tuple[int, int]]] = {}  # topic -> {(broker, partition)} in flight
-        self._deletion_done: dict[str, set[tuple[int, int]]] = {}
+        # What this controller knows of the cluster: touched only by the controller thread.
+        self._context = ControllerContext()
         self._rebalance_timer: threading.Timer | None = None
         self._rebalance_interval_s = 0.0
         self._imbalance_percentage = 10
@@ -185,20 +169,29 @@ class KafkaController:
 
     @property
     def is_active(self) -> bool:
-        return self._active
+        return self._context.active
 
     @property
     def epoch(self) -> int:
-        return self._epoch
+        return self._context.epoch
 
     @property
     def epoch_zk_version(self) -> int:
-        return self._epoch_zk_version
+        return self._context.epoch_zk_version
+
+    @property
+    def context(self) -> ControllerContext:
+        """What this controller knows of the cluster (controller thread only)."""
+        return self._context
+
+    @property
+    def store(self) -> MetadataStore:
+        return self._store
 
     def set_stop_replica_sender(self, sender: StopReplicaSender | None) -> None:
         """Install the deletion hook after construction (the broker's sender needs the controller to
         report back to). Takes effect for replicas not yet asked."""
-        self._post(lambda: setattr(self, "_sender", sender))
+        self.post(lambda: setattr(self, "_sender", sender))
 
     def startup(self) -> None:
         if self._thread is not None:
@@ -219,7 +212,7 @@ class KafkaController:
         self._store.remove_listener(self._on_session_state)
         self._queue.put(None)
         self._thread.join()
-        self._active = False
+        self._context.active = False
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """True once every event queued before the call has been applied (and its watch events, already
@@ -244,7 +237,7 @@ class KafkaController:
         Raises ``TimeoutError`` when the thread did not get to it within ``timeout``; a controller that is
         not active answers NOT_CONTROLLER for each partition."""
         wanted = None if partitions is None else list(partitions)
-        return self.call_on_thread(lambda: self._on_elect_leaders(wanted, election_type), timeout,
+        return self.call_on_thread(lambda: self.run_election(wanted, election_type), timeout,
                                    "run the election")
 
     def controlled_shutdown(self, broker_id: int, broker_epoch: int, timeout: float) -> list[TopicPartition]:
@@ -270,7 +263,7 @@ class KafkaController:
                 if not isinstance(exc, answers):
                     raise
 
-        self._post(task)
+        self.post(task)
         try:
             return future.result(timeout)
         except concurrent.futures.TimeoutError:
@@ -285,7 +278,7 @@ class KafkaController:
     def _schedule_rebalance_check(self) -> None:
         if self._rebalance_interval_s <= 0 or self._stopped:
             return
-        timer = threading.Timer(self._rebalance_interval_s, self._post, (self._check_leader_imbalance,))
+        timer = threading.Timer(self._rebalance_interval_s, self.post, (self._check_leader_imbalance,))
         timer.daemon = True
         timer.name = f"controller-{self.broker_id}-rebalance"
         self._rebalance_timer = timer
@@ -300,7 +293,7 @@ class KafkaController:
         """The registration epoch (czxid) this controller knows for a live broker, -1 if it knows none: what a
         request to that broker carries as ``broker_epoch``, so a broker that restarted since refuses it. Meant for
         the StopReplicaSender, called on the controller thread (the mapping is replaced whole, never mutated)."""
-        return self._live_brokers.get(broker_id, -1)
+        return self._context.live_brokers.get(broker_id, -1)
 
     # ----------------------------------------------------------------------------------------- thread
 
@@ -317,37 +310,37 @@ class KafkaController:
             except Exception:  # one failed event must not stop the controller
                 log.exception("controller %d failed to process an event", self.broker_id)
 
-    def _post(self, task: Callable[[], None]) -> None:
+    def post(self, task: Callable[[], None]) -> None:
         if not self._stopped:
             self._queue.put(task)
 
-    def _watch(self, event: WatchedEvent) -> None:
+    def watch(self, event: WatchedEvent) -> None:
         """Runs on the store's event thread: only classifies the event and queues the work."""
         path = event.path
         if path == zk_paths.CONTROLLER_PATH:
-            self._post(self._elect)
+            self.post(self._elect)
         elif path == zk_paths.BROKER_IDS_PATH:
-            self._post(self._on_broker_change)
+            self.post(self._on_broker_change)
         elif path == zk_paths.TOPICS_PATH:
-            self._post(self._on_topic_change)
+            self.post(self._on_topic_change)
         elif path == zk_paths.DELETE_TOPICS_PATH:
-            self._post(self._on_topic_deletion)
+            self.post(self._on_topic_deletion)
         elif path == zk_paths.PREFERRED_REPLICA_ELECTION_PATH:
-            self._post(lambda: admin_notifications.on_preferred_replica_election(self))
+            self.post(lambda: admin_notifications.on_preferred_replica_election(self))
         elif path == zk_paths.ISR_CHANGE_NOTIFICATION_PATH:
-            self._post(lambda: admin_notifications.on_isr_change_notification(self))
+            self.post(lambda: admin_notifications.on_isr_change_notification(self))
         elif path.startswith(zk_paths.TOPICS_PATH + "/") and event.type != EventType.CHILD:
             topic = path[len(zk_paths.TOPICS_PATH) + 1 :]
             if "/" not in topic:
-                self._post(lambda: self._on_partition_modification(topic))
+                self.post(lambda: self._on_partition_modification(topic))
 
     # --------------------------------------------------------------------------------------- election
 
     def _elect(self) -> None:
         store = self._store
-        if self._active:
+        if self._context.active:
             # Still ours? (The /controller watch fires for our own changes too.)
-            stat = store.exists(zk_paths.CONTROLLER_PATH, self._watch)
+            stat = store.exists(zk_paths.CONTROLLER_PATH, self.watch)
             if stat is not None and stat.ephemeral_owner == store.session_id:
                 return
             self._resign()
@@ -361,7 +354,7 @@ class KafkaController:
                 )
             except NodeExistsError:
                 pass
-            self._post(self._elect)
+            self.post(self._elect)
             return
         registration = ControllerRegistration(self.broker_id, int(time.time() * 1000))
         try:
@@ -373,53 +366,45 @@ class KafkaController:
             )
         except (NodeExistsError, BadVersionError):
             # Somebody else is (or just became) controller; follow it and run again when it goes.
-            if store.exists(zk_paths.CONTROLLER_PATH, self._watch) is None:
-                self._post(self._elect)
+            if store.exists(zk_paths.CONTROLLER_PATH, self.watch) is None:
+                self.post(self._elect)
             return
         new_stat = results[1]
         assert isinstance(new_stat, ZnodeStat)
-        self._epoch = epoch + 1
-        self._epoch_zk_version = new_stat.version
-        self._active = True
-        store.exists(zk_paths.CONTROLLER_PATH, self._watch)
-        log.info("broker %d is the controller (epoch %d)", self.broker_id, self._epoch)
+        self._context.epoch = epoch + 1
+        self._context.epoch_zk_version = new_stat.version
+        self._context.active = True
+        store.exists(zk_paths.CONTROLLER_PATH, self.watch)
+        log.info("broker %d is the controller (epoch %d)", self.broker_id, self._context.epoch)
         self._on_controller_failover()
 
     def _on_session_state(self, state: SessionState) -> None:
         """A lost session took our ephemeral ``/controller`` with it: stop acting as controller at once.
         (A new session starts a new election: :meth:`on_new_session`.)"""
         if state == SessionState.LOST:
-            self._post(self._forget_context)
+            self.post(self._forget_context)
 
     def on_new_session(self) -> None:
         """The store replaced a lost session (Kafka's RegisterBrokerAndReelect, the registration being the
         node's part): whatever this controller was, it is not now, and it runs for controller again; the
         election re-arms the ``/controller`` watch, the only one a controller that is not active holds."""
-        self._post(self._forget_context)
-        self._post(self._elect)
+        self.post(self._forget_context)
+        self.post(self._elect)
 
     def _forget_context(self) -> None:
-        self._active = False
-        self._live_brokers.clear()
-        self._assignments.clear()
-        self._partitions.clear()
-        self._offline.clear()
-        self._shutting_down.clear()
-        self._topics_to_delete.clear()
-        self._deletion_pending.clear()
-        self._deletion_done.clear()
+        self._context.forget()
         self.reassignments.clear()
 
     def _resign(self) -> None:
         self._forget_context()
         with contextlib.suppress(StoreError):
-            if self._store.exists(zk_paths.CONTROLLER_PATH, self._watch) is None:
-                self._post(self._elect)
+            if self._store.exists(zk_paths.CONTROLLER_PATH, self.watch) is None:
+                self.post(self._elect)
 
-    def _fenced(self, ops: Sequence[Op]) -> None:
+    def fenced(self, ops: Sequence[Op]) -> None:
         """A controller write: applied only while our epoch is still the current one."""
         try:
-            self._store.multi([CheckOp(zk_paths.CONTROLLER_EPOCH_PATH, self._epoch_zk_version), *ops])
+            self._store.multi([CheckOp(zk_paths.CONTROLLER_EPOCH_PATH, self._context.epoch_zk_version), *ops])
         except BadVersionError as exc:
             if exc.op_index == 0:
                 raise ControllerMovedError("controller epoch changed", zk_paths.CONTROLLER_EPOCH_PATH) from exc
@@ -431,21 +416,21 @@ class KafkaController:
         store = self._store
         for path in (zk_paths.BROKER_IDS_PATH, zk_paths.TOPICS_PATH, zk_paths.DELETE_TOPICS_PATH):
             store.ensure_path(path)
-        self._live_brokers = self._read_live_brokers()
-        for topic in store.get_children(zk_paths.TOPICS_PATH, self._watch):
+        self._context.live_brokers = self._read_live_brokers()
+        for topic in store.get_children(zk_paths.TOPICS_PATH, self.watch):
             self._load_topic(topic)
         # Partitions that never got a state, or whose leader is gone, need an election.
         needs_election = [
             tp
-            for tp, ctx in self._partitions.items()
-            if ctx.state is None or ctx.state.leader not in self._live_brokers
+            for tp, ctx in self._context.partitions.items()
+            if ctx.state is None or ctx.state.leader not in self._context.live_brokers
         ]
         self._elect_leaders(needs_election)
         # Replicas on brokers that died before we took over (the previous controller among them) were never
         # seen leaving: take them out of the ISRs now, as Kafka's replica state machine does at start-up
         # (OfflineReplica). Otherwise acks=all waits for the leader to drop them by replica.lag.time.max.ms.
-        offline = {r for parts in self._assignments.values() for rs in parts.values() for r in rs
-                   if r not in self._live_brokers}
+        offline = {r for parts in self._context.assignments.values() for rs in parts.values() for r in rs
+                   if r not in self._context.live_brokers}
         if offline:
             self._remove_dead_from_isr(offline, refresh=False)
         self.reassignments.on_controller_failover()
@@ -454,7 +439,7 @@ class KafkaController:
 
     def _read_live_brokers(self) -> dict[int, int]:
         live: dict[int, int] = {}
-        for child in self._store.get_children(zk_paths.BROKER_IDS_PATH, self._watch):
+        for child in self._store.get_children(zk_paths.BROKER_IDS_PATH, self.watch):
             if not child.isdigit():
                 continue
             stat = self._store.exists(zk_paths.broker_id_path(int(child)))
@@ -466,34 +451,34 @@ class KafkaController:
         """Read a topic's assignment (and arm its watch) and the states of partitions not yet known;
         returns the partitions that were new to the context."""
         try:
-            data, _ = self._store.get(zk_paths.topic_path(topic), self._watch)
+            data, _ = self._store.get(zk_paths.topic_path(topic), self.watch)
         except NoNodeError:
             return []
         decoded = TopicAssignment.decode(topic, data)
         self.reassignments.on_assignment_loaded(topic, decoded)
         assignment = decoded.partitions
-        self._assignments[topic] = {p: list(r) for p, r in assignment.items()}
+        self._context.assignments[topic] = {p: list(r) for p, r in assignment.items()}
         added: list[TopicPartition] = []
         for partition in sorted(assignment):
             tp = TopicPartition(topic, partition)
-            if tp in self._partitions:
+            if tp in self._context.partitions:
                 continue
             added.append(tp)
             try:
                 raw, stat = self._store.get(zk_paths.topic_partition_state_path(topic, partition))
-                self._partitions[tp] = _PartitionContext(PartitionState.decode(raw), stat.version)
+                self._context.partitions[tp] = PartitionContext(PartitionState.decode(raw), stat.version)
             except NoNodeError:
-                self._partitions[tp] = _PartitionContext(None, -1)
+                self._context.partitions[tp] = PartitionContext(None, -1)
         return added
 
     # ---------------------------------------------------------------------------------------- events
 
     def _on_broker_change(self) -> None:
-        if not self._active:
+        if not self._context.active:
             return
-        previous = self._live_brokers
+        previous = self._context.live_brokers
         current = self._read_live_brokers()
-        self._live_brokers = current
+        self._context.live_brokers = current
         # A broker whose registration czxid changed restarted in between: it failed, then started.
         bounced = {b for b in previous.keys() & current.keys() if previous[b] != current[b]}
         dead = (previous.keys() - current.keys()) | bounced
@@ -505,82 +490,77 @@ class KafkaController:
             log.info("controller: brokers %s started", sorted(new))
             offline = [
                 tp
-                for tp, ctx in self._partitions.items()
-                if tp.topic not in self._topics_to_delete
-                and (ctx.state is None or ctx.state.leader not in current or tp in self._offline)
+                for tp, ctx in self._context.partitions.items()
+                if tp.topic not in self._context.topics_to_delete
+                and (ctx.state is None or ctx.state.leader not in current or tp in self._context.offline)
             ]
             self._elect_leaders(offline)
-            self._resume_deletions()
+            self.resume_deletions()
 
     def _on_topic_change(self) -> None:
-        if not self._active:
+        if not self._context.active:
             return
-        topics = set(self._store.get_children(zk_paths.TOPICS_PATH, self._watch))
-        for gone in set(self._assignments) - topics:
+        topics = set(self._store.get_children(zk_paths.TOPICS_PATH, self.watch))
+        for gone in set(self._context.assignments) - topics:
             self._forget_topic(gone)
-        for topic in sorted(topics - set(self._assignments)):
+        for topic in sorted(topics - set(self._context.assignments)):
             self._elect_leaders(self._load_topic(topic))
 
     def _on_partition_modification(self, topic: str) -> None:
-        if not self._active:
+        if not self._context.active:
             return
-        if topic in self._topics_to_delete:
+        if topic in self._context.topics_to_delete:
             # Kafka ignores partitions added to a topic being deleted; the deletion removes them anyway.
             with contextlib.suppress(NoNodeError):
-                self._store.get(zk_paths.topic_path(topic), self._watch)
+                self._store.get(zk_paths.topic_path(topic), self.watch)
             return
-        if topic not in self._assignments:
+        if topic not in self._context.assignments:
             return  # a new topic: the /brokers/topics child watch handles it
         self._elect_leaders(self._load_topic(topic))
 
     # ------------------------------------------------------------------------------- leader election
-
-    def _is_replica_online(self, broker: int) -> bool:
-        """Kafka's ``liveBrokerIds``: registered and not in controlled shutdown. A shutting-down broker still
-        serves until it exits, but electing it (leader or ISR) would hand it work it is about to drop."""
-        return broker in self._live_brokers and broker not in self._shutting_down
 
     def _elect_leaders(self, partitions: Sequence[TopicPartition]) -> None:
         """Give each partition a live leader if it can have one; partitions without a state znode are new."""
         new_states: list[Op] = []
         created: set[str] = set()
         for tp in sorted(partitions):
-            ctx = self._partitions.get(tp)
+            ctx = self._context.partitions.get(tp)
             if ctx is None:
                 continue
-            replicas = self._assignments.get(tp.topic, {}).get(tp.partition, [])
-            live = [r for r in replicas if self._is_replica_online(r)]
+            replicas = self._context.assignments.get(tp.topic, {}).get(tp.partition, [])
+            live = [r for r in replicas if self._context.is_replica_online(r)]
             if ctx.state is None:
                 if not live:
                     log.warning("controller: no live replica for new partition %s (replicas %s)", tp, replicas)
                     continue
-                state = PartitionState(live[0], 0, self._epoch, tuple(live))
+                state = PartitionState(live[0], 0, self._context.epoch, tuple(live))
                 new_states += self._create_state_ops(tp, state, created)
                 ctx.state, ctx.zk_version = state, 0
                 continue
-            if ctx.state.leader in self._live_brokers and tp not in self._offline:
+            if ctx.state.leader in self._context.live_brokers and tp not in self._context.offline:
                 continue
             # Leaders shrink and expand the ISR in the znode themselves; electing from the ISR cached here
             # could pick a replica that left the ISR since, and lose what it never had.
-            self._refresh_state(tp, ctx)
+            self.refresh_state(tp, ctx)
             old = ctx.state
             candidates = [r for r in live if r in old.isr]
             if candidates:
                 leader = candidates[0]
-                isr = tuple(r for r in old.isr if self._is_replica_online(r))
+                isr = tuple(r for r in old.isr if self._context.is_replica_online(r))
             elif live and self.unclean_leader_election_enable:
                 leader, isr = live[0], (live[0],)
             else:
                 # Nothing written: the partition stays offline until an ISR member returns (Kafka's
                 # OfflinePartition), and its znode keeps the last leader and ISR as a record.
-                self._offline.add(tp)
+                self._context.offline.add(tp)
                 continue
-            self._offline.discard(tp)
-            self._update_state(tp, ctx, PartitionState(leader, old.leader_epoch + 1, self._epoch, isr))
+            self._context.offline.discard(tp)
+            self._update_state(tp, ctx, PartitionState(leader, old.leader_epoch + 1, self._context.epoch, isr))
         if new_states:
-            self._fenced(new_states)
+            self.fenced(new_states)
 
-    def _refresh_state(self, tp: TopicPartition, ctx: _PartitionContext) -> None:
+    def refresh_state(self, tp: TopicPartition, ctx: PartitionContext) -> None:
         try:
             raw, stat = self._store.get(zk_paths.topic_partition_state_path(tp.topic, tp.partition))
         except NoNodeError:
@@ -598,10 +578,10 @@ class KafkaController:
         ops.append(CreateOp(zk_paths.topic_partition_state_path(tp.topic, tp.partition), state.encode()))
         return ops
 
-    def _update_state(self, tp: TopicPartition, ctx: _PartitionContext, state: PartitionState) -> None:
+    def _update_state(self, tp: TopicPartition, ctx: PartitionContext, state: PartitionState) -> None:
         path = zk_paths.topic_partition_state_path(tp.topic, tp.partition)
         try:
-            self._fenced([SetDataOp(path, state.encode(), ctx.zk_version)])
+            self.fenced([SetDataOp(path, state.encode(), ctx.zk_version)])
         except BadVersionError:
             # The leader changed the ISR itself since we read it (issue 6): start from its version.
             raw, stat = self._store.get(path)
@@ -609,7 +589,7 @@ class KafkaController:
             return
         ctx.state, ctx.zk_version = state, ctx.zk_version + 1
 
-    def _rewrite_state(
+    def rewrite_state(
         self,
         tp: TopicPartition,
         decide: Callable[[PartitionState], PartitionState | R],
@@ -630,10 +610,10 @@ class KafkaController:
         all. ``watch`` is armed by the read, and on the znode's absence too, so its next change (or creation)
         brings the caller back. Without a state znode nothing is decided (``NO_STATE``); with
         ``write_without_state`` the ``extra_ops`` are still written, alone. The cached context follows every
-        read and the successful write. A written partition leaves ``_offline``: a duty just chose its leader,
+        read and the successful write. A written partition leaves ``context.offline``: a duty just chose its leader,
         and should that one not be alive, the next broker change elects the partition anyway.
 
-        :meth:`_update_state` and :meth:`_refresh_state` stay apart: they serve the passes over many partitions
+        :meth:`_update_state` and :meth:`refresh_state` stay apart: they serve the passes over many partitions
         (a broker failure, a failover), which decide on the cached or just refreshed state, write once and, on a
         lost race, keep what the leader wrote instead of deciding again."""
         path = zk_paths.topic_partition_state_path(tp.topic, tp.partition)
@@ -645,39 +625,39 @@ class KafkaController:
                     self._store.exists(path, watch)
                 if write_without_state and extra_ops is not None:
                     try:
-                        self._fenced(extra_ops())
+                        self.fenced(extra_ops())
                     except BadVersionError:
                         continue
                 return NotRewritten.NO_STATE
             old = PartitionState.decode(raw)
-            ctx = self._partitions.get(tp)
+            ctx = self._context.partitions.get(tp)
             if ctx is not None:
                 ctx.state, ctx.zk_version = old, stat.version
             decision = decide(old)
             if not isinstance(decision, PartitionState):
                 return decision
             try:
-                self._fenced([SetDataOp(path, decision.encode(), stat.version),
+                self.fenced([SetDataOp(path, decision.encode(), stat.version),
                               *(extra_ops() if extra_ops is not None else ())])
             except BadVersionError:
                 continue
             if ctx is not None:
                 ctx.state, ctx.zk_version = decision, stat.version + 1
-            self._offline.discard(tp)
+            self._context.offline.discard(tp)
             return StateRewrite(old, decision)
         return NotRewritten.KEPT_CHANGING
 
     def _on_brokers_failure(self, dead: set[int]) -> None:
-        self._shutting_down -= dead  # gone, or back with a new epoch: a new incarnation may be elected again
+        self._context.shutting_down -= dead  # gone, or back with a new epoch: a new incarnation may be elected again
         led_by_dead = [
             tp
-            for tp, ctx in self._partitions.items()
-            if ctx.state is not None and ctx.state.leader in dead and tp.topic not in self._topics_to_delete
+            for tp, ctx in self._context.partitions.items()
+            if ctx.state is not None and ctx.state.leader in dead and tp.topic not in self._context.topics_to_delete
         ]
         self._elect_leaders(led_by_dead)
         self._remove_dead_from_isr(dead, refresh=True)
-        for topic in list(self._topics_to_delete):
-            pending = self._deletion_pending.get(topic, set())
+        for topic in list(self._context.topics_to_delete):
+            pending = self._context.deletion_pending.get(topic, set())
             # Requests sent to a dead broker will never be answered: resend when it comes back.
             pending -= {(b, p) for b, p in pending if b in dead}
 
@@ -686,11 +666,11 @@ class KafkaController:
         sync, which a later election needs). ``refresh`` reads each state znode first, since leaders change
         ISRs without telling us; without it, only partitions whose cached state names a dead broker are
         touched (right after a failover loaded every state)."""
-        for tp, ctx in sorted(self._partitions.items()):
-            if ctx.state is None or tp.topic in self._topics_to_delete:
+        for tp, ctx in sorted(self._context.partitions.items()):
+            if ctx.state is None or tp.topic in self._context.topics_to_delete:
                 continue
             if refresh:
-                self._refresh_state(tp, ctx)
+                self.refresh_state(tp, ctx)
             elif ctx.state.leader not in dead and not dead.intersection(ctx.state.isr):
                 continue
             state = ctx.state
@@ -698,34 +678,30 @@ class KafkaController:
             leader = NO_LEADER if state.leader in dead else state.leader
             if (leader, isr) == (state.leader, state.isr):
                 continue
-            self._update_state(tp, ctx, PartitionState(leader, state.leader_epoch + 1, self._epoch, isr))
+            self._update_state(tp, ctx, PartitionState(leader, state.leader_epoch + 1, self._context.epoch, isr))
 
     # ------------------------------------------------------------------------------ requested elections
 
-    def _on_elect_leaders(self, partitions: list[TopicPartition] | None,
+    def run_election(self, partitions: list[TopicPartition] | None,
                           election_type: ElectionType) -> dict[TopicPartition, ElectionResult]:
-        if not self._active:
+        if not self._context.active:
             return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in partitions or []}
         if partitions is None:
-            partitions = [tp for tp, ctx in sorted(self._partitions.items())
-                          if ctx.state is not None and tp.topic not in self._topics_to_delete
-                          and (ctx.state.leader != self._preferred(tp) if election_type == ElectionType.PREFERRED
-                               else ctx.state.leader not in self._live_brokers)]
+            partitions = [tp for tp, ctx in sorted(self._context.partitions.items())
+                          if ctx.state is not None and tp.topic not in self._context.topics_to_delete
+                          and (ctx.state.leader != self._context.preferred(tp) if election_type == ElectionType.PREFERRED
+                               else ctx.state.leader not in self._context.live_brokers)]
         return {tp: self._elect_one(tp, election_type) for tp in partitions}
 
-    def _preferred(self, tp: TopicPartition) -> int:
-        replicas = self._assignments.get(tp.topic, {}).get(tp.partition, [])
-        return replicas[0] if replicas else NO_LEADER
-
     def _elect_one(self, tp: TopicPartition, election_type: ElectionType) -> ElectionResult:
-        if tp not in self._partitions or tp.topic in self._topics_to_delete:
+        if tp not in self._context.partitions or tp.topic in self._context.topics_to_delete:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."
 
         def decide(old: PartitionState) -> PartitionState | ElectionResult:
-            replicas = self._assignments.get(tp.topic, {}).get(tp.partition, [])
-            live = [r for r in replicas if self._is_replica_online(r)]
+            replicas = self._context.assignments.get(tp.topic, {}).get(tp.partition, [])
+            live = [r for r in replicas if self._context.is_replica_online(r)]
             if election_type == ElectionType.PREFERRED:
-                preferred = self._preferred(tp)
+                preferred = self._context.preferred(tp)
                 if old.leader == preferred:
                     return ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
                 if preferred not in live or preferred not in old.isr:
@@ -734,20 +710,20 @@ class KafkaController:
                             "PreferredReplicaPartitionLeaderElectionStrategy")
                 leader, isr = preferred, old.isr
             else:
-                if old.leader in self._live_brokers:
+                if old.leader in self._context.live_brokers:
                     return ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
                 in_sync = [r for r in live if r in old.isr]
                 if in_sync:
-                    leader, isr = in_sync[0], tuple(r for r in old.isr if self._is_replica_online(r))
+                    leader, isr = in_sync[0], tuple(r for r in old.isr if self._context.is_replica_online(r))
                 elif live:
                     leader, isr = live[0], (live[0],)
                 else:
                     return (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
                             f"Failed to elect leader for partition {tp.topic}-{tp.partition} under strategy "
                             "UncleanPartitionLeaderElectionStrategy")
-            return PartitionState(leader, old.leader_epoch + 1, self._epoch, isr)
+            return PartitionState(leader, old.leader_epoch + 1, self._context.epoch, isr)
 
-        outcome = self._rewrite_state(tp, decide)
+        outcome = self.rewrite_state(tp, decide)
         if outcome is NotRewritten.NO_STATE:
             return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "The partition has no state yet."
         if outcome is NotRewritten.KEPT_CHANGING:
@@ -760,21 +736,21 @@ class KafkaController:
 
     def _check_leader_imbalance(self) -> None:
         try:
-            if not self._active:
+            if not self._context.active:
                 return
             by_preferred: dict[int, list[TopicPartition]] = {}
-            for tp, ctx in self._partitions.items():
-                if ctx.state is not None and tp.topic not in self._topics_to_delete:
-                    by_preferred.setdefault(self._preferred(tp), []).append(tp)
+            for tp, ctx in self._context.partitions.items():
+                if ctx.state is not None and tp.topic not in self._context.topics_to_delete:
+                    by_preferred.setdefault(self._context.preferred(tp), []).append(tp)
             for broker, partitions in sorted(by_preferred.items()):
-                if broker not in self._live_brokers:
+                if broker not in self._context.live_brokers:
                     continue
                 # Leaders change the ISR, not the leader: the cached leader is current, the ISR may not be.
                 not_led = [tp for tp in partitions
-                           if (state := self._partitions[tp].state) is not None and state.leader != broker]
+                           if (state := self._context.partitions[tp].state) is not None and state.leader != broker]
                 if not not_led or 100 * len(not_led) <= self._imbalance_percentage * len(partitions):
                     continue
-                results = self._on_elect_leaders(sorted(not_led), ElectionType.PREFERRED)
+                results = self.run_election(sorted(not_led), ElectionType.PREFERRED)
                 moved = sum(1 for code, _ in results.values() if code == ErrorCode.NONE)
                 log.info("controller: leader imbalance of broker %d was %d/%d; moved %d back",
                          broker, len(not_led), len(partitions), moved)
@@ -784,10 +760,10 @@ class KafkaController:
     # ---------------------------------------------------------------------------------- topic deletion
 
     def _on_topic_deletion(self) -> None:
-        if not self._active:
+        if not self._context.active:
             return
-        marked = set(self._store.get_children(zk_paths.DELETE_TOPICS_PATH, self._watch))
-        unknown = {t for t in marked if t not in self._assignments}
+        marked = set(self._store.get_children(zk_paths.DELETE_TOPICS_PATH, self.watch))
+        unknown = {t for t in marked if t not in self._context.assignments}
         if unknown:
             log.info("controller: removing deletion markers of unknown topics %s", sorted(unknown))
             self._delete_markers(unknown)
@@ -798,31 +774,31 @@ class KafkaController:
             log.info("controller: delete.topic.enable is false; removing deletion markers %s", sorted(marked))
             self._delete_markers(marked)
             return
-        for topic in sorted(marked - self._topics_to_delete):
-            self._topics_to_delete.add(topic)
-            self._deletion_pending[topic] = set()
-            self._deletion_done[topic] = set()
-        self._resume_deletions()
+        for topic in sorted(marked - self._context.topics_to_delete):
+            self._context.topics_to_delete.add(topic)
+            self._context.deletion_pending[topic] = set()
+            self._context.deletion_done[topic] = set()
+        self.resume_deletions()
 
     def _delete_markers(self, topics: set[str]) -> None:
         for topic in sorted(topics):
             with contextlib.suppress(NoNodeError):
-                self._fenced([DeleteOp(zk_paths.delete_topic_path(topic))])
+                self.fenced([DeleteOp(zk_paths.delete_topic_path(topic))])
 
-    def _resume_deletions(self) -> None:
-        for topic in sorted(self._topics_to_delete):
+    def resume_deletions(self) -> None:
+        for topic in sorted(self._context.topics_to_delete):
             if self.reassignments.in_progress(topic):
                 continue  # Kafka's "topic reassignment in progress": deletion resumes when it completes
             replicas = {
                 (broker, partition)
-                for partition, brokers in self._assignments.get(topic, {}).items()
+                for partition, brokers in self._context.assignments.get(topic, {}).items()
                 for broker in brokers
             }
-            done = self._deletion_done[topic]
-            pending = self._deletion_pending[topic]
+            done = self._context.deletion_done[topic]
+            pending = self._context.deletion_pending[topic]
             to_send: dict[int, list[TopicPartition]] = {}
             for broker, partition in sorted(replicas - done - pending):
-                if broker in self._live_brokers:
+                if broker in self._context.live_brokers:
                     to_send.setdefault(broker, []).append(TopicPartition(topic, partition))
             if self._sender is None:
                 done |= {(b, tp.partition) for b, tps in to_send.items() for tp in tps}
@@ -834,25 +810,25 @@ class KafkaController:
                 self._complete_delete_topic(topic)
 
     def _on_replica_deletion_done(self, broker_id: int, results: Mapping[TopicPartition, ErrorCode]) -> None:
-        if not self._active:
+        if not self._context.active:
             return
         retry = False
         for tp, error in results.items():
-            if tp.topic not in self._topics_to_delete:
+            if tp.topic not in self._context.topics_to_delete:
                 continue
-            self._deletion_pending[tp.topic].discard((broker_id, tp.partition))
+            self._context.deletion_pending[tp.topic].discard((broker_id, tp.partition))
             if error == ErrorCode.NONE:
-                self._deletion_done[tp.topic].add((broker_id, tp.partition))
+                self._context.deletion_done[tp.topic].add((broker_id, tp.partition))
             else:
                 log.warning("controller: broker %d failed to delete %s: %s", broker_id, tp, error.name)
                 retry = True
         if retry:
             # Kafka marks such replicas ineligible and retries later; a short pause keeps us from spinning.
-            timer = threading.Timer(1.0, lambda: self._post(self._resume_deletions))
+            timer = threading.Timer(1.0, lambda: self.post(self.resume_deletions))
             timer.daemon = True
             timer.start()
         else:
-            self._resume_deletions()
+            self.resume_deletions()
 
     def _complete_delete_topic(self, topic: str) -> None:
         store = self._store
@@ -869,16 +845,16 @@ class KafkaController:
             ops.append(DeleteOp(zk_paths.config_topic_path(topic)))
         if store.exists(zk_paths.delete_topic_path(topic)) is not None:
             ops.append(DeleteOp(zk_paths.delete_topic_path(topic)))
-        self._fenced(ops)
+        self.fenced(ops)
         log.info("controller: deleted topic %s", topic)
         self._forget_topic(topic)
 
     def _forget_topic(self, topic: str) -> None:
-        self._assignments.pop(topic, None)
-        for tp in [tp for tp in self._partitions if tp.topic == topic]:
-            del self._partitions[tp]
-            self._offline.discard(tp)
-        self._topics_to_delete.discard(topic)
-        self._deletion_pending.pop(topic, None)
-        self._deletion_done.pop(topic, None)
+        self._context.assignments.pop(topic, None)
+        for tp in [tp for tp in self._context.partitions if tp.topic == topic]:
+            del self._context.partitions[tp]
+            self._context.offline.discard(tp)
+        self._context.topics_to_delete.discard(topic)
+        self._context.deletion_pending.pop(topic, None)
+        self._context.deletion_done.pop(topic, None)
         self.reassignments.forget_topic(topic)

@@ -24,8 +24,10 @@ each entry is removed when its partition completes and the znode deleted when no
 A reassignment requested through the API for a partition also listed there takes precedence and removes the
 entry. Entries that cannot start (unknown partition, invalid replicas) are removed at once with a warning.
 
-Everything here runs on the controller thread (the :class:`KafkaController` owns this object and hands it its
-context); the public methods :meth:`alter_partition_reassignments` and :meth:`list_partition_reassignments` queue their work there and wait for it.
+Everything here runs on the controller thread (the :class:`KafkaController` owns this object and hands it
+itself as :class:`~sofakafka.controller.context.ControllerServices`); the public methods
+:meth:`alter_partition_reassignments` and :meth:`list_partition_reassignments` queue their work there and wait
+for it.
 """
 
 from __future__ import annotations
@@ -34,9 +36,10 @@ import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from sofakafka.controller import zk_data, zk_paths
+from sofakafka.controller.context import NO_LEADER, ControllerServices
 from sofakafka.controller.state_rewrite import NotRewritten, StateRewrite
 from sofakafka.controller.store import (
     BadVersionError,
@@ -49,12 +52,8 @@ from sofakafka.controller.store import (
 from sofakafka.controller.zk_data import PartitionState, TopicAssignment, TopicPartition, ZkDataError
 from sofakafka.protocol.errors import ErrorCode, KafkaError
 
-if TYPE_CHECKING:
-    from sofakafka.controller.kafka_controller import KafkaController
-
 log = logging.getLogger(__name__)
 
-NO_LEADER = -1
 _WRITE_ATTEMPTS = 5
 T = TypeVar("T")
 
@@ -97,7 +96,7 @@ def _entry_is(tp: TopicPartition, replicas: list[int]) -> Callable[[TopicPartiti
 
 
 class ReassignmentManager:
-    def __init__(self, controller: KafkaController) -> None:
+    def __init__(self, controller: ControllerServices) -> None:
         self._controller = controller
         # Partitions whose topic znode carries adding/removing replicas (controller thread only).
         self._ongoing: dict[TopicPartition, OngoingReassignment] = {}
@@ -120,7 +119,7 @@ class ReassignmentManager:
 
     def _call(self, work: Callable[[], T], timeout: float) -> T:
         def on_active_controller() -> T:
-            if not self._controller.is_active:
+            if not self._controller.context.active:
                 raise KafkaError(ErrorCode.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
             return work()
 
@@ -187,7 +186,7 @@ class ReassignmentManager:
         ongoing = self._ongoing.get(tp)
         if ongoing is not None:
             return ongoing
-        replicas = self._controller._assignments.get(tp.topic, {}).get(tp.partition, [])
+        replicas = self._controller.context.assignments.get(tp.topic, {}).get(tp.partition, [])
         return OngoingReassignment(tuple(replicas), (), ())
 
     def _validate(self, tp: TopicPartition, target: Sequence[int]) -> ReassignmentResult | None:
@@ -200,7 +199,7 @@ class ReassignmentManager:
         if any(r < 0 for r in target):
             return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Invalid broker id in replica list: {list(target)}"
         adding = self._current(tp).reassign_to(target).adding_replicas
-        live = self._controller._live_brokers
+        live = self._controller.context.live_brokers
         if not set(adding) <= set(live):
             return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                     f"Replica assignment has brokers that are not alive. Replica list: {list(adding)}, "
@@ -216,8 +215,8 @@ class ReassignmentManager:
 
     def _trigger(self, tp: TopicPartition, reassignment: OngoingReassignment) -> ReassignmentResult:
         controller = self._controller
-        if (tp.topic in controller._topics_to_delete or tp not in controller._partitions
-                or not controller._assignments.get(tp.topic, {}).get(tp.partition)):
+        if (tp.topic in controller.context.topics_to_delete or tp not in controller.context.partitions
+                or not controller.context.assignments.get(tp.topic, {}).get(tp.partition)):
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."
         try:
             self._start(tp, reassignment)
@@ -237,7 +236,7 @@ class ReassignmentManager:
                      list(reassignment.removing_replicas))
             # Without a state znode (not elected yet) the assignment is written alone: it is what the first
             # election will use. A lost race is a leader's ISR write or a CreatePartitions: read both again.
-            outcome = controller._rewrite_state(tp, lambda s: self._started_state(s, reassignment, unneeded),
+            outcome = controller.rewrite_state(tp, lambda s: self._started_state(s, reassignment, unneeded),
                                                 extra_ops=lambda: self._assignment_ops(tp, reassignment),
                                                 write_without_state=True)
             if outcome is NotRewritten.KEPT_CHANGING:
@@ -253,19 +252,19 @@ class ReassignmentManager:
                        unneeded: list[int]) -> PartitionState:
         """A new leader epoch for the new replica set (Kafka's A1); replicas no longer wanted (adding ones of a
         replaced reassignment) leave the ISR, and the leadership if they had it."""
-        online = self._controller._is_replica_online
+        online = self._controller.context.is_replica_online
         isr = tuple(r for r in state.isr if r not in unneeded) or state.isr
         leader = state.leader
         if leader in unneeded:
             leader = next((r for r in reassignment.replicas if online(r) and r in isr), NO_LEADER)
-        return PartitionState(leader, state.leader_epoch + 1, self._controller.epoch, isr)
+        return PartitionState(leader, state.leader_epoch + 1, self._controller.context.epoch, isr)
 
     def _maybe_complete(self, tp: TopicPartition) -> None:
         """Finish ``tp``'s reassignment if every target replica is in the ISR; otherwise (re)arm the watch on
         its state znode, whose next change brings us back here."""
         controller = self._controller
         reassignment = self._ongoing.get(tp)
-        if reassignment is None or not controller.is_active:
+        if reassignment is None or not controller.context.active:
             return
         target = reassignment.target_replicas
         final = OngoingReassignment(tuple(target), (), ())
@@ -274,18 +273,18 @@ class ReassignmentManager:
             if not set(target) <= set(state.isr):
                 return None
             # A broker in controlled shutdown is registered but must not be handed a leadership.
-            online = controller._is_replica_online
+            online = controller.context.is_replica_online
             if state.leader in target and online(state.leader):
                 leader = state.leader
             else:
                 leader = next((r for r in target if online(r) and r in state.isr), NO_LEADER)
                 if leader == NO_LEADER:
                     return None  # no live target replica: wait for one to come back
-            return PartitionState(leader, state.leader_epoch + 1, controller.epoch,
+            return PartitionState(leader, state.leader_epoch + 1, controller.context.epoch,
                                   tuple(r for r in state.isr if r in target))
 
         # State and assignment in one multi-op: brokers never see the final leader with the moving assignment.
-        outcome = controller._rewrite_state(tp, decide, extra_ops=lambda: self._assignment_ops(tp, final),
+        outcome = controller.rewrite_state(tp, decide, extra_ops=lambda: self._assignment_ops(tp, final),
                                             watch=self._isr_watch)
         if outcome is NotRewritten.KEPT_CHANGING:
             log.warning("controller: the state of %s kept changing; the reassignment completes on its next change",
@@ -297,22 +296,22 @@ class ReassignmentManager:
         log.info("controller: reassignment of %s complete: replicas %s, leader %d (epoch %d), removed %s",
                  tp, target, outcome.new.leader, outcome.new.leader_epoch, list(reassignment.removing_replicas))
         self._remove_from_zk_reassignment(_entry_is(tp, target))
-        if tp.topic in controller._topics_to_delete and not self.in_progress(tp.topic):
-            controller._resume_deletions()
+        if tp.topic in controller.context.topics_to_delete and not self.in_progress(tp.topic):
+            controller.resume_deletions()
 
     def _isr_watch(self, event: WatchedEvent) -> None:
         """Store event thread: only queue the check."""
         parts = event.path.split("/")  # /brokers/topics/<t>/partitions/<p>/state
         with contextlib.suppress(IndexError, ValueError):
             tp = TopicPartition(parts[3], int(parts[5]))
-            self._controller._post(lambda: self._maybe_complete(tp))
+            self._controller.post(lambda: self._maybe_complete(tp))
 
     # ---------------------------------------------------------------------------------------- znodes
 
     def _assignment_ops(self, tp: TopicPartition, reassignment: OngoingReassignment) -> list[Op]:
         """Rewrite the topic znode with this partition's entry replaced, conditioned on the version read, so a
         concurrent CreatePartitions is never overwritten."""
-        store = self._controller._store
+        store = self._controller.store
         path = zk_paths.topic_path(tp.topic)
         raw, stat = store.get(path)
         current = TopicAssignment.decode(tp.topic, raw)
@@ -329,19 +328,19 @@ class ReassignmentManager:
         return [SetDataOp(path, updated.encode(), stat.version)]
 
     def _applied(self, tp: TopicPartition, reassignment: OngoingReassignment) -> None:
-        """The assignment just written, in the context (the state's cache follows in ``_rewrite_state``)."""
-        self._controller._assignments.setdefault(tp.topic, {})[tp.partition] = list(reassignment.replicas)
+        """The assignment just written, in the context (the state's cache follows in ``rewrite_state``)."""
+        self._controller.context.assignments.setdefault(tp.topic, {})[tp.partition] = list(reassignment.replicas)
 
     # ------------------------------------------------------------------- /admin/reassign_partitions
 
     def _zk_watch(self, _event: WatchedEvent) -> None:
-        self._controller._post(self._on_zk_reassignment)
+        self._controller.post(self._on_zk_reassignment)
 
     def _on_zk_reassignment(self) -> None:
         controller = self._controller
-        if not controller.is_active:
+        if not controller.context.active:
             return
-        store = controller._store
+        store = controller.store
         if store.exists(zk_paths.REASSIGN_PARTITIONS_PATH, self._zk_watch) is None:
             return
         try:
@@ -373,7 +372,7 @@ class ReassignmentManager:
         """Kafka's ``maybeRemoveFromZkReassignment``: rewrite the znode without the matching entries, or delete
         it when none is left (so a later tool run can create it again)."""
         controller = self._controller
-        store = controller._store
+        store = controller.store
         for _ in range(_WRITE_ATTEMPTS):
             try:
                 raw, stat = store.get(zk_paths.REASSIGN_PARTITIONS_PATH)
@@ -394,11 +393,11 @@ class ReassignmentManager:
                 log.info("controller: no more partitions to reassign; deleting %s", zk_paths.REASSIGN_PARTITIONS_PATH)
                 op = DeleteOp(zk_paths.REASSIGN_PARTITIONS_PATH, stat.version)
             try:
-                controller._fenced([op])
+                controller.fenced([op])
             except (BadVersionError, NoNodeError):
                 continue
             return
 
     def _delete_zk_reassignment(self) -> None:
         with contextlib.suppress(NoNodeError):
-            self._controller._fenced([DeleteOp(zk_paths.REASSIGN_PARTITIONS_PATH)])
+            self._controller.fenced([DeleteOp(zk_paths.REASSIGN_PARTITIONS_PATH)])

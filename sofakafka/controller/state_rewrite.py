@@ -1,4 +1,4 @@
-"""What :meth:`KafkaController._rewrite_state` answers: the outcome of a read-decide-write of a partition state znode.
+"""What :meth:`KafkaController.rewrite_state` answers: the outcome of a read-decide-write of a partition state znode.
 
 Leaders change the ISR in ``/brokers/topics/<t>/partitions/<p>/state`` themselves, so a controller duty that
 rewrites it (a requested election, a controlled shutdown moving a broker's work away, a reassignment starting or

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from sofakafka.broker.handlers import RequestContext, handles
 from sofakafka.broker.handlers._controller import ask_controller
-from sofakafka.controller.kafka_controller import ElectionResult, ElectionType
+from sofakafka.controller.context import ElectionResult, ElectionType
 from sofakafka.controller.zk_data import TopicPartition
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode, KafkaError

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from sofakafka.controller import zk_data, zk_paths
 from sofakafka.controller.admin_notifications import DELETE_BATCH
+from sofakafka.controller.context import ElectionType
 from sofakafka.controller.controlled_shutdown import ControlledShutdownError, controlled_shutdown_leader
-from sofakafka.controller.kafka_controller import ElectionType
 from sofakafka.controller.store import MetadataStore
 from sofakafka.controller.topics import NewTopic
 from sofakafka.controller.zk_data import PartitionState, TopicPartition
@@ -239,7 +239,7 @@ def test_isr_change_notifications_are_read_and_deleted_in_batches(cluster: Clust
     assert all(zk_paths.sequence_number(p.rsplit("/", 1)[1], zk_paths.ISR_CHANGE_PREFIX) >= 0 for p in written)
     cluster.settle()
     assert store.get_children(zk_paths.ISR_CHANGE_NOTIFICATION_PATH) == []
-    cached = cluster.nodes[1].controller._partitions[TopicPartition("orders", 1)].state
+    cached = cluster.nodes[1].controller.context.partitions[TopicPartition("orders", 1)].state
     assert cached == PartitionState(1, 0, 1, (1, 2))
 
 
