@@ -41,8 +41,8 @@ from typing import IO
 API_VERSIONS = 18
 UNSUPPORTED_VERSION = 35
 
-# Max version per API key advertised by each release line's .0 tag (facts from
-# shared/reference/kafka-2.6/API-VERSIONS.md, table 2); "-" = the key does not exist in that release.
+# Max version per API key advertised by each release line's .0 tag (facts from Kafka 2.6's API-VERSIONS.md,
+# table 2, as tests/data/kafka-2.6/api_versions.json keeps them); "-" = the key does not exist in that release.
 RELEASES = ("0.10.0", "0.10.1", "0.10.2", "0.11.0", "1.0", "1.1", "2.0", "2.1", "2.2", "2.3", "2.4", "2.5", "2.6")
 _MAX_VERSION_TABLE = """
 0  2 2 2 3 5 5 6 7 7 7 8 8 8

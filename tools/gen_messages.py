@@ -6,13 +6,12 @@ Kafka's message JSON is reference data: this tool reads it and writes declaratio
 and neither does its prose ("about" strings are dropped).
 
 Usage: tools/gen_messages.py [REFERENCE_DIR] [--check]
-REFERENCE_DIR defaults to ../shared/reference/kafka-2.6 relative to the repository root. ``--check``
+REFERENCE_DIR (Kafka 2.6's reference, with message/*.json) defaults to $SOFAKAFKA_KAFKA_REFERENCE. ``--check``
 exits non-zero when the committed files differ from what would be generated.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import keyword
 import re
@@ -20,9 +19,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kafka_reference import generator_main
+
 REPO = Path(__file__).resolve().parent.parent
 OUT_DIR = REPO / "sofakafka" / "protocol" / "messages"
-DEFAULT_REFERENCE = REPO.parent / "shared" / "reference" / "kafka-2.6"
 
 PRIMITIVES = {
     "int8": ("INT8", "int"),
@@ -347,26 +347,7 @@ def init_module(index: list[tuple[int, str, str, str, str]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("reference", nargs="?", type=Path, default=DEFAULT_REFERENCE)
-    parser.add_argument("--out", type=Path, default=OUT_DIR)
-    parser.add_argument("--check", action="store_true", help="fail if the committed files are stale")
-    args = parser.parse_args(argv)
-    files = generate(args.reference)
-    stale = []
-    for name, text in sorted(files.items()):
-        path = args.out / name
-        current = path.read_text(encoding="utf-8") if path.exists() else None
-        if current != text:
-            stale.append(name)
-            if not args.check:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text, encoding="utf-8")
-    if args.check and stale:
-        print("stale generated files: " + ", ".join(stale), file=sys.stderr)
-        return 1
-    print(f"{len(files)} files, {len(stale)} {'stale' if args.check else 'written'}")
-    return 0
+    return generator_main(__doc__.splitlines()[0], generate, OUT_DIR, argv)
 
 
 if __name__ == "__main__":

@@ -1,37 +1,19 @@
-"""ErrorCode and KafkaError, checked against the 2.6 error table in the shared reference (not a copy of it)."""
+"""ErrorCode and KafkaError, checked against Kafka 2.6's error table as the repository keeps it
+(tests/data/kafka-2.6/error_codes.json, written from Kafka's Errors.java by tools/gen_reference_data.py; not a copy
+of our enum)."""
 
 from __future__ import annotations
-
-import re
-from pathlib import Path
 
 import pytest
 
 from sofakafka.protocol.errors import ErrorCode, KafkaError, ProtocolError
+from tests.reference_data import error_table
 
-REFERENCE = Path(__file__).resolve().parents[3].parent / "shared" / "reference" / "kafka-2.6"
-
-_ROW = re.compile(r"^\|\s*(-?\d+)\s*\|\s*([A-Z_]+)\b[^|]*\|\s*(yes|no|-)\s*\|\s*$")
-
-
-def _reference_error_table() -> dict[str, tuple[int, bool]]:
-    """Name -> (code, retriable) from API-VERSIONS.md's error appendix, parsed at test time."""
-    text = (REFERENCE / "API-VERSIONS.md").read_text(encoding="utf-8")
-    _, _, appendix = text.partition("## Appendix - error codes")
-    assert appendix, "the error-code appendix moved; update the parser"
-    table: dict[str, tuple[int, bool]] = {}
-    for line in appendix.splitlines():
-        m = _ROW.match(line)
-        if m:
-            table[m.group(2)] = (int(m.group(1)), m.group(3) == "yes")
-    return table
-
-
-REFERENCE_TABLE = _reference_error_table()
+REFERENCE_TABLE = error_table()
 
 
 def test_reference_table_was_parsed_whole() -> None:
-    # -1 .. 88 without gaps: a parser that silently skipped rows would make the other tests vacuous.
+    # -1 .. 88 without gaps: a generator that silently skipped rows would make the other tests vacuous.
     assert sorted(code for code, _ in REFERENCE_TABLE.values()) == list(range(-1, 89))
 
 

@@ -4,7 +4,8 @@ kafka-python 3.0 carries two encoders: hand-written positional schemas (``kafka.
 per version, written from Kafka's protocol docs over the years) and classes driven by a newer Kafka's
 message JSON (``kafka.protocol.*``, ``ApiMessage``). We check against three things: each of those two
 wherever it defines a version Kafka 2.6 accepts, and kafka-python's JSON engine fed Kafka 2.6's own message
-JSON from the shared reference (every API and version, including the inter-broker ones kafka-python lacks).
+JSON (every API and version, including the inter-broker ones kafka-python lacks; these cases need the Kafka 2.6
+reference, ``--kafka-reference DIR`` or $SOFAKAFKA_KAFKA_REFERENCE, and skip without it).
 For each, hypothesis draws a message valid at that version and we check:
 
 - their encoding of the same field values is byte for byte ours;
@@ -404,15 +405,14 @@ def test_crosscheck_covers_most_of_what_kafka_2_6_accepts() -> None:
 # --- kafka-python's schema engine reading Kafka 2.6's own JSON --------------------------------------
 # kafka-python has no classes for the inter-broker APIs (LeaderAndIsr, StopReplica, UpdateMetadata,
 # ControlledShutdown) nor for delegation tokens, and its bundled JSON is a newer Kafka's. Its JSON engine
-# is independent of our generator and compiler, so feeding it the 2.6 files in the shared reference checks
-# every (API, version, kind) 2.6 accepts against the exact schema we declare from.
+# is independent of our generator and compiler, so feeding it the 2.6 files of the Kafka reference checks
+# every (API, version, kind) 2.6 accepts against the exact schema we declare from. Kafka's files are not in the
+# repository: the run is given their directory (the kafka_reference fixture), or these cases skip.
 
-REFERENCE = Path(__file__).resolve().parents[3].parent / "shared" / "reference" / "kafka-2.6" / "message"
 
-
-def _reference_struct(ours: type[Message]) -> Any:
+def _reference_struct(ours: type[Message], reference: Path) -> Any:
     name = ours.__name__
-    path = REFERENCE / f"{name}.json"
+    path = reference / "message" / f"{name}.json"
     text = "\n".join(
         line for line in path.read_text(encoding="utf-8").splitlines() if not line.lstrip().startswith("//")
     )
@@ -430,9 +430,9 @@ def _reference_struct(ours: type[Message]) -> Any:
 REFERENCE_STRUCTS: dict[type[Message], Any] = {}
 
 
-def reference_struct(ours: type[Message]) -> Any:
+def reference_struct(ours: type[Message], reference: Path) -> Any:
     if ours not in REFERENCE_STRUCTS:
-        REFERENCE_STRUCTS[ours] = _reference_struct(ours)
+        REFERENCE_STRUCTS[ours] = _reference_struct(ours, reference)
     return REFERENCE_STRUCTS[ours]
 
 
@@ -444,10 +444,10 @@ ALL_CASES = [
 ]
 
 
-def check_against_reference_json(message: Message, version: int) -> None:
+def check_against_reference_json(message: Message, version: int, reference: Path) -> None:
     ours = type(message)
     flexible = ours.is_flexible(version)
-    struct = reference_struct(ours)
+    struct = reference_struct(ours, reference)
     our_bytes = message.encode(version)
     tree = our_tree(message, version, flexible)
 
@@ -468,9 +468,9 @@ def check_against_reference_json(message: Message, version: int) -> None:
 @settings(CROSSCHECK, max_examples=max(2, CROSSCHECK.max_examples // 2))
 @given(data=st.data())
 def test_kafka_python_engine_on_kafka_2_6_json_agrees(
-    ours: type[Message], version: int, data: st.DataObject
+    ours: type[Message], version: int, data: st.DataObject, kafka_reference: Path
 ) -> None:
-    check_against_reference_json(data.draw(message_strategy(ours, version)), version)
+    check_against_reference_json(data.draw(message_strategy(ours, version)), version, kafka_reference)
 
 
 # --- headers ------------------------------------------------------------------------------------------

@@ -1,13 +1,14 @@
-"""The release tables, checked against the shared Kafka 2.6 reference parsed at test time.
+"""The release tables, checked against Kafka's version history as the repository keeps it
+(tests/data/kafka-2.6/api_versions.json, written from Kafka 2.6's API-VERSIONS.md and message JSON by
+tools/gen_reference_data.py).
 
-The tables are written as deltas; these tests rebuild the full matrix from API-VERSIONS.md and the message
-JSON so a wrong delta shows up as the exact (release, api key) it corrupts.
+The tables are written as deltas; these tests rebuild the full matrix from that data so a wrong delta shows up as
+the exact (release, api key) it corrupts.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import re
 from pathlib import Path
 
@@ -15,53 +16,23 @@ import pytest
 
 from sofakafka.protocol import versions
 from sofakafka.protocol.versions import BROKER_2_6, RELEASES, changes, versions_for
+from tests import reference_data
 
-REFERENCE = Path(__file__).resolve().parents[3].parent / "shared" / "reference" / "kafka-2.6"
-API_VERSIONS_MD = (REFERENCE / "API-VERSIONS.md").read_text(encoding="utf-8")
-
-
-def _section(title_prefix: str) -> str:
-    _, _, rest = API_VERSIONS_MD.partition(f"\n## {title_prefix}")
-    assert rest, f"section {title_prefix!r} not found in API-VERSIONS.md"
-    return rest.split("\n## ", 1)[0]
-
-
-def _table_rows(section: str) -> list[list[str]]:
-    """Body rows of the first markdown table in ``section``, cells stripped (header and rule skipped)."""
-    rows = [
-        [cell.strip() for cell in line.strip().strip("|").split("|")]
-        for line in section.splitlines()
-        if line.startswith("|")
-    ]
-    return rows[2:]
-
-
-def _release_matrix() -> tuple[list[str], dict[str, dict[int, int]]]:
-    section = _section("Table 2")
-    header = next(line for line in section.splitlines() if line.startswith("| Key"))
-    releases = [cell.strip() for cell in header.strip().strip("|").split("|")][2:]
-    matrix: dict[str, dict[int, int]] = {release: {} for release in releases}
-    for row in _table_rows(section):
-        api_key = int(row[0])
-        for release, cell in zip(releases, row[2:], strict=True):
-            if cell != "-":
-                matrix[release][api_key] = int(cell)
-    return releases, matrix
-
-
-REFERENCE_RELEASES, REFERENCE_MAX = _release_matrix()
+REFERENCE_RELEASES = reference_data.releases()
+_RANGES = reference_data.per_release_ranges()
+REFERENCE_MAX = {release: {key: high for key, (_, high) in table.items()} for release, table in _RANGES.items()}
 
 # Table 2's prose states the one exception to "all minimum versions are 0"; assert the prose still says so,
 # so that this rule cannot drift away from the reference unnoticed.
 _MIN_RULE = re.compile(r"ControlledShutdown \(key 7\) which was 1-1 in 0\.10\.0 through 0\.11\.0")
-_CONTROLLED_SHUTDOWN_MIN_1 = {"0.10.0", "0.10.1", "0.10.2", "0.11.0"}
 
 
 def _reference_min(release: str, api_key: int) -> int:
-    return 1 if api_key == 7 and release in _CONTROLLED_SHUTDOWN_MIN_1 else 0
+    return _RANGES[release][api_key][0]
 
 
-def test_reference_prose_still_states_the_controlled_shutdown_minimum() -> None:
+def test_reference_prose_still_states_the_controlled_shutdown_minimum(kafka_reference: Path) -> None:
+    API_VERSIONS_MD = (kafka_reference / "API-VERSIONS.md").read_text(encoding="utf-8")
     assert _MIN_RULE.search(API_VERSIONS_MD)
 
 
@@ -82,24 +53,13 @@ def test_every_release_matches_the_reference_matrix(release: str) -> None:
 
 def test_broker_2_6_matches_the_versions_a_2_6_broker_accepts() -> None:
     # Table 1 is a different source from Table 2 (ApiKeys.java vs the per-release history).
-    accepted = {}
-    for row in _table_rows(_section("Table 1")):
-        low, high = row[2].split("-")
-        accepted[int(row[0])] = (int(low), int(high))
+    accepted = reference_data.accepted_by_2_6()
     assert dict(BROKER_2_6) == accepted
     assert sorted(BROKER_2_6) == list(range(50))
 
 
-def _strip_comments(text: str) -> str:
-    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("//"))
-
-
 def test_broker_2_6_matches_the_valid_versions_of_kafkas_message_json() -> None:
-    found: dict[int, tuple[int, int]] = {}
-    for path in sorted((REFERENCE / "message").glob("*Request.json")):
-        spec = json.loads(_strip_comments(path.read_text(encoding="utf-8")))
-        low, _, high = spec["validVersions"].partition("-")
-        found[spec["apiKey"]] = (int(low), int(high or low))
+    found = reference_data.valid_versions_in_message_json()
     assert dict(BROKER_2_6) == found
 
 
