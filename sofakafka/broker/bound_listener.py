@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sofakafka.broker.config import SecurityProtocol
+from sofakafka.broker.config import EndPoint, SecurityProtocol
 
 
 @dataclass(frozen=True)
@@ -20,5 +20,6 @@ class BoundListener:
     advertised_port: int
 
     def connection_string(self) -> str:
-        host = f"[{self.advertised_host}]" if ":" in self.advertised_host else self.advertised_host
-        return f"{self.listener_name}://{host}:{self.advertised_port}"
+        """The advertised endpoint, written as Kafka writes one (``NAME://host:port``, IPv6 bracketed)."""
+        advertised = EndPoint(self.listener_name, self.advertised_host, self.advertised_port, self.security_protocol)
+        return advertised.connection_string()
