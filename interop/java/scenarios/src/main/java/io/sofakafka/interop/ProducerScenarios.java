@@ -192,17 +192,21 @@ final class ProducerScenarios {
         }
         byte[] pad = "x".repeat(180).getBytes(StandardCharsets.UTF_8);
         long sentSum = 0;
-        try (KafkaProducer<byte[], byte[]> p = ctx.producer(Map.of("batch.size", 1 << 20, "linger.ms", 100,
+        java.util.concurrent.atomic.AtomicReference<Exception> sendError = new java.util.concurrent.atomic.AtomicReference<>();
+        try (KafkaProducer<byte[], byte[]> p = ctx.producer(Map.of("batch.size", ctx.integer("batchSize", 1 << 20), "linger.ms", 100,
                 "compression.type", "none", "max.request.size", 4 << 20))) {
             for (int i = 0; i < n; i++) {
                 byte[] v = new byte[pad.length + 4];
                 System.arraycopy(pad, 0, v, 4, pad.length);
                 v[0] = (byte) (i >>> 24); v[1] = (byte) (i >>> 16); v[2] = (byte) (i >>> 8); v[3] = (byte) i;
                 sentSum += i;
-                p.send(new ProducerRecord<>(topic, i % 2, null, v));
+                p.send(new ProducerRecord<>(topic, i % 2, null, v), (md, e) -> {
+                    if (e != null) sendError.compareAndSet(null, e);
+                });
             }
             p.flush();
         }
+        if (sendError.get() != null) throw new AssertionError("a send failed", sendError.get());
         List<ConsumerRecord<byte[], byte[]>> got = readAll(ctx, partitions(topic, 2), n, Map.of("max.poll.records", 5000));
         eq(n, got.size(), "records back");
         long gotSum = 0;
