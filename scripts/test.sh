@@ -6,8 +6,10 @@ cd "$(dirname "$0")/.."
 
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 # python3-venv: the venv below; kcat: Debian's librdkafka-based client, a peer in tests/integration;
-# nodejs/npm run kafkajs there; zookeeper (it pulls a Java runtime) is the real ZooKeeper of tests/cluster.
-APT_PACKAGES=(python3-venv kcat nodejs zookeeper)
+# nodejs/npm run kafkajs there; zookeeper (it pulls a Java runtime) is the real ZooKeeper of tests/cluster;
+# maven resolves Apache Kafka's jars (clients, Streams, tools, the reference broker) for tests/interop and
+# tests/conformance, and openjdk-17-jdk-headless brings javac for our Java scenarios (interop/java).
+APT_PACKAGES=(python3-venv kcat nodejs zookeeper maven openjdk-17-jdk-headless)
 # npm is its own Debian package, but a nodejs from elsewhere bundles it and would conflict with Debian's.
 command -v npm >/dev/null 2>&1 || APT_PACKAGES+=(npm)
 if [ ${#APT_PACKAGES[@]} -gt 0 ]; then
@@ -28,6 +30,17 @@ PY=${PYTHON:-python3}
 if ! cmp -s tests/js/package-lock.json tests/js/node_modules/.sofakafka-installed-lock; then
   (cd tests/js && npm ci --no-audit --no-fund --loglevel=error)
   cp tests/js/package-lock.json tests/js/node_modules/.sofakafka-installed-lock
+fi
+
+# Apache Kafka's jars from Maven Central, one folder per classpath under interop/java/target/lib/ (see
+# interop/java/pom.xml). Maven fills its local repository once per machine; the stamp (a hash of every pom)
+# makes a warm run skip Maven entirely.
+stamp=interop/java/target/lib/.resolved
+poms_hash=$(cat $(find interop/java -name pom.xml -not -path '*/target/*' | sort) | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$poms_hash" ]; then
+  rm -rf interop/java/target/lib
+  mvn -q -B -Dstyle.color=never -f interop/java/pom.xml process-resources
+  echo "$poms_hash" > "$stamp"
 fi
 
 echo "== ruff";         .venv/bin/ruff check sofakafka tests bench tools

@@ -710,7 +710,8 @@ class GroupCoordinator:
         if not group.supports_protocols(protocol_type, [name for name, _ in protocols]):
             respond(JoinResult(error=E.INCONSISTENT_GROUP_PROTOCOL, member_id=""))
             return
-        new_member_id = f"{client_id}-{uuid.uuid4()}"
+        # Kafka names a static member after its group.instance.id, a dynamic one after its client id.
+        new_member_id = f"{instance_id if instance_id is not None else client_id}-{uuid.uuid4()}"
         if instance_id is not None:
             old_member_id = group.current_static_member_id(instance_id)
             if old_member_id is not None and old_member_id in group.members:

@@ -5,12 +5,14 @@ is removed; a null value is dropped, as Kafka drops it). Topic resources replace
 after validating every key and value as topic configs; broker resources replace ``/config/brokers/<id>``
 (this broker's id only) or ``/config/brokers/<default>`` (empty name) and accept only keys Kafka can change
 dynamically: a read-only key, a per-broker key at the cluster-default level, an unknown key or a bad value
-fails the resource. Password keys are refused because we have no ``password.encoder.secret`` to store them
+fails the resource, while a key Kafka does not know is stored unvalidated as Kafka stores it. Password keys are refused because we have no ``password.encoder.secret`` to store them
 encrypted, which is what Kafka requires too. ``validate_only`` checks without writing.
 
 Errors follow Kafka 2.6, which answers a bad config value with INVALID_REQUEST (not INVALID_CONFIG) and the
 message "Invalid config value for resource ConfigResource(type=..., name='...'): ..." naming the key; an
-unknown topic is UNKNOWN_TOPIC_OR_PARTITION, another broker's id or another resource type INVALID_REQUEST.
+unknown topic config name is INVALID_CONFIG ("Unknown topic config name: ..."), an unknown topic
+UNKNOWN_SERVER_ERROR without a message (what Kafka 2.6 answers; tests/conformance compares), another broker's
+id or another resource type INVALID_REQUEST.
 
 Version notes: v1 only adds throttle-time semantics; the layout is the same. The helpers here
 (``apply_topic_configs``, ``apply_broker_configs``) also serve IncrementalAlterConfigs.
@@ -32,6 +34,7 @@ from sofakafka.controller.topics import validate_topic_name
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode, KafkaError
 from sofakafka.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+from sofakafka.storage.config import TOPIC_CONFIG_NAMES
 
 ResourceResponse = AlterConfigsResponse.AlterConfigsResourceResponse
 
@@ -49,36 +52,51 @@ def invalid_value(resource_type: int, name: str, reason: str) -> KafkaError:
 
 
 def validate_broker_configs(broker_id: int | None, configs: Mapping[str, str]) -> None:
-    """Kafka's checks of a dynamic broker config update; raises ConfigError naming the first bad key."""
-    for key_name in configs:
-        if CONFIG_KEYS.get(key_name) is None:
-            raise ConfigError(key_name, "unknown broker configuration")
-    static = sorted(k for k in configs if CONFIG_KEYS[k].dynamic is DynamicUpdateMode.READ_ONLY)
+    """Kafka's checks of a dynamic broker config update; raises ConfigError naming the first bad key.
+
+    A key Kafka does not know is stored as it is, unvalidated, as Kafka 2.6 stores it (custom keys for
+    plugins; its checks only refuse known static keys): refusing it made kafka-configs fail where Kafka
+    succeeds (found by tests/conformance)."""
+    known = {k: v for k, v in configs.items() if k in CONFIG_KEYS}
+    static = sorted(k for k in known if CONFIG_KEYS[k].dynamic is DynamicUpdateMode.READ_ONLY)
     if static:
-        raise ConfigError(static[0], f"Cannot update these configs dynamically: {', '.join(static)}")
-    passwords = sorted(k for k in configs if CONFIG_KEYS[k].type is ConfigType.PASSWORD)
+        raise ConfigError(static[0], f"Cannot update these configs dynamically: Set({', '.join(static)})")
+    passwords = sorted(k for k in known if CONFIG_KEYS[k].type is ConfigType.PASSWORD)
     if passwords:
         raise ConfigError(passwords[0], "Password encoder secret not configured: cannot store password configs "
                                         f"dynamically: {', '.join(passwords)}")
     if broker_id is None:
-        per_broker = sorted(k for k in configs if CONFIG_KEYS[k].dynamic is DynamicUpdateMode.PER_BROKER)
+        per_broker = sorted(k for k in known if CONFIG_KEYS[k].dynamic is DynamicUpdateMode.PER_BROKER)
         if per_broker:
             raise ConfigError(per_broker[0], "Cannot update these configs at default cluster level, broker id "
                                              f"must be specified: {', '.join(per_broker)}")
-    for key_name, value in configs.items():
+    for key_name, value in known.items():
         parse_value(CONFIG_KEYS[key_name], value)
+
+
+def unknown_topic_as_kafka_answers(exc: KafkaError) -> KafkaError:
+    """Kafka 2.6 answers an alter of a topic that does not exist with UNKNOWN_SERVER_ERROR and no message
+    (its admin path throws a plain exception there); clients and tools were written against that."""
+    if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        return KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, None)
+    return exc
 
 
 async def apply_topic_configs(ctx: RequestContext, topic: str, configs: Mapping[str, str],
                               validate_only: bool) -> None:
     validate_topic_name(topic)
     admin = ctx.broker.topic_admin  # its set_topic_config answers UNKNOWN_TOPIC_OR_PARTITION
+    unknown = sorted(k for k in configs if k not in TOPIC_CONFIG_NAMES)
     try:
+        if unknown:
+            await asyncio.to_thread(admin.topic_config, topic)  # an unknown topic still wins, as in Kafka
+            # Kafka's LogConfig.validateNames: INVALID_CONFIG, not the INVALID_REQUEST of a bad value.
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {unknown[0]}")
         await asyncio.to_thread(admin.set_topic_config, topic, dict(configs), validate_only)
     except KafkaError as exc:
-        if exc.code == ErrorCode.INVALID_CONFIG:
+        if exc.code == ErrorCode.INVALID_CONFIG and not unknown:
             raise invalid_value(RESOURCE_TOPIC, topic, exc.message or exc.code.name) from None
-        raise
+        raise unknown_topic_as_kafka_answers(exc) from None
 
 
 async def apply_broker_configs(ctx: RequestContext, name: str, configs: Mapping[str, str],

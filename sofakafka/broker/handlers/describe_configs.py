@@ -22,8 +22,10 @@ Overrides are read from the metadata store itself, as Kafka reads ZooKeeper, not
 metadata cache, which follows the store a moment later: a client must see its own AlterConfigs at once.
 
 Version notes: v0 has ``is_default`` instead of ``config_source`` and no synonyms; v1 adds sources and
-synonyms; v3 adds ``config_type`` and ``documentation`` (broker keys carry their doc string, topic configs
-null). ``configuration_keys`` null (or empty) means every key; unknown names are left out.
+synonyms; v3 adds ``config_type`` and ``documentation`` (when ``include_documentation`` asks for it, broker
+keys carry their doc string; topic configs and unasked ones null). A topic config's broker synonyms start at
+its primary broker key, as Kafka 2.6's do (a default ``log.retention.hours`` is not a synonym of
+``retention.ms`` while ``log.retention.ms`` is unset). ``configuration_keys`` null (or empty) means every key; unknown names are left out.
 
 The entry builders (``topic_config_entries``, ``broker_config_entries``) also serve CreateTopics v5 and the
 alter handlers' validation.
@@ -197,7 +199,8 @@ def broker_config_entries(ctx: RequestContext, broker_id: int | None, dynamic: D
 def effective_broker_config(ctx: RequestContext, dynamic: DynamicBrokerConfigs) -> KafkaConfig:
     """The static config with this broker's dynamic overrides applied (they were validated when written)."""
     config: KafkaConfig = ctx.broker.config
-    merged = {**dynamic.default, **dynamic.broker}
+    # Keys Kafka does not know are stored as they are (custom configs) and play no part here.
+    merged = {k: v for k, v in {**dynamic.default, **dynamic.broker}.items() if k in CONFIG_KEYS}
     if not merged:
         return config
     try:
@@ -224,7 +227,13 @@ def topic_config_entries(ctx: RequestContext, overrides: Mapping[str, str], dyna
     for name in TOPIC_CONFIG_NAMES:
         if names is not None and name not in names:
             continue
-        synonyms = _synonyms(TOPIC_CONFIG_SYNONYMS.get(name, ()), layers, False)
+        broker_names = TOPIC_CONFIG_SYNONYMS.get(name, ())
+        synonyms = _synonyms(broker_names, layers, False)
+        # Kafka 2.6 keeps a topic config's broker synonyms only from the first one of its primary broker key
+        # (``log.retention.ms`` for retention.ms) on: with that key unset anywhere, a default
+        # ``log.retention.hours=168`` is not listed, nor does it decide the source.
+        while synonyms and synonyms[0][0] != broker_names[0]:
+            synonyms.pop(0)
         if name in overrides:
             value: str | None = overrides[name]
             synonyms.insert(0, (name, value, ConfigSource.DYNAMIC_TOPIC_CONFIG))
@@ -305,7 +314,7 @@ def parse_broker_resource(ctx: RequestContext, name: str) -> int | None:
     return broker_id
 
 
-def _to_entry(view: ConfigEntryView, version: int) -> Entry:
+def _to_entry(view: ConfigEntryView, version: int, include_documentation: bool = False) -> Entry:
     entry = Entry(name=view.name, value=view.value, read_only=view.read_only, is_sensitive=view.is_sensitive)
     if version == 0:
         entry.is_default = view.source == ConfigSource.DEFAULT_CONFIG
@@ -314,7 +323,7 @@ def _to_entry(view: ConfigEntryView, version: int) -> Entry:
         entry.synonyms = [Synonym(name=n, value=v, source=s) for n, v, s in view.synonyms]
     if version >= 3:
         entry.config_type = view.config_type
-        entry.documentation = view.documentation
+        entry.documentation = view.documentation if include_documentation else None
     return entry
 
 
@@ -354,15 +363,19 @@ async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsR
     results: list[Result] = []
     for resource in request.resources:
         keys = resource.configuration_keys or None
-        result = Result(resource_type=resource.resource_type, resource_name=resource.resource_name,
-                        error_message=None)
+        # An unknown resource type is echoed as UNKNOWN (0), as Kafka's ConfigResource.Type.forId makes it.
+        known_type = resource.resource_type in (RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER)
+        result = Result(resource_type=resource.resource_type if known_type else 0,
+                        resource_name=resource.resource_name, error_message=None)
         try:
             views = await asyncio.to_thread(describe_resource, ctx, resource.resource_type,
                                             resource.resource_name, keys, include_synonyms)
         except KafkaError as exc:
             result.error_code = exc.code
-            result.error_message = exc.message
+            # Kafka 2.6 answers an unknown topic here with the code alone.
+            result.error_message = None if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else exc.message
         else:
-            result.configs = [_to_entry(v, version) for v in views]
+            include_documentation = version >= 3 and request.include_documentation
+            result.configs = [_to_entry(v, version, include_documentation) for v in views]
         results.append(result)
     return DescribeConfigsResponse(results=results)

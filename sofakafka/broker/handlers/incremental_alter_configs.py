@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 
 from sofakafka.broker.config import CONFIG_KEYS, ConfigType, format_value
 from sofakafka.broker.handlers import RequestContext, handles
-from sofakafka.broker.handlers.alter_configs import apply_configs
+from sofakafka.broker.handlers.alter_configs import apply_configs, unknown_topic_as_kafka_answers
 from sofakafka.broker.handlers.describe_configs import (
     LOG_LEVELS,
     RESOURCE_BROKER,
@@ -164,7 +164,10 @@ async def handle_incremental_alter_configs(
                 alter_loggers(resource.configs, request.validate_only)
                 responses.append(response)
                 continue
-            current = await asyncio.to_thread(_current, ctx, resource.resource_type, resource.resource_name)
+            try:
+                current = await asyncio.to_thread(_current, ctx, resource.resource_type, resource.resource_name)
+            except KafkaError as exc:
+                raise unknown_topic_as_kafka_answers(exc) from None
             updated = apply_operations(resource.resource_type, current, resource.configs)
             await apply_configs(ctx, resource.resource_type, resource.resource_name, updated,
                                 request.validate_only)

@@ -78,13 +78,19 @@ def test_broker_list_keys_append_from_their_default() -> None:
     (0, {"broker.id": "3"}, "broker.id"),                          # read-only
     (None, {"listeners": "PLAINTEXT://:9"}, "listeners"),          # per-broker key at the default level
     (0, {"ssl.keystore.password": "x"}, "ssl.keystore.password"),  # no password encoder secret
-    (0, {"no.such.key": "1"}, "no.such.key"),
+    (0, {"log.retention.hours": "1"}, "log.retention.hours"),      # only its .ms form is dynamic in Kafka 2.6
     (0, {"log.cleaner.threads": "many"}, "log.cleaner.threads"),   # bad value
 ])
 def test_dynamic_broker_config_refusals_name_the_key(broker_id: int | None, configs: dict[str, str], key: str) -> None:
     with pytest.raises(ConfigError) as info:
         validate_broker_configs(broker_id, configs)
     assert info.value.key == key
+
+
+def test_unknown_broker_keys_are_accepted_unvalidated_as_kafka_accepts_them() -> None:
+    """Kafka 2.6 stores a broker key it does not know (custom configs); tests/conformance compares."""
+    validate_broker_configs(0, {"no.such.key": "1"})
+    validate_broker_configs(None, {"log.cleaner.dedupe.buffer.size": "134217728"})
 
 
 def test_dynamic_broker_configs_accept_cluster_wide_and_per_broker_keys() -> None:

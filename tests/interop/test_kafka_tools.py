@@ -1,0 +1,389 @@
+"""Apache Kafka 2.6's own command-line tools (kafka_2.13 2.6.3, run as its bin/ scripts run them: ``java -cp
+<jars> <main class>``) against a sofakafka broker, each with what a user would check in its output; and
+``kafka.tools.DumpLogSegments`` reading the segment and index files sofakafka wrote, agreeing with our own
+reading of them on every batch, record and index entry.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sofakafka.protocol.records import CompressionType, decode_records, iter_batches
+from tests.integration.conftest import BrokerProcess
+from tests.reference.fixtures import ScenarioJVMs
+from tests.reference.kafka import SHARED_SETTINGS, ReferenceKafka
+
+pytestmark = pytest.mark.timeout(300)
+
+Tool = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture(scope="module")
+def bootstrap(sofakafka_broker: BrokerProcess) -> str:
+    return sofakafka_broker.bootstrap
+
+
+@pytest.fixture(scope="module")
+def reference(reference_kafka: ReferenceKafka) -> str:
+    """Apache Kafka 2.6's address: where a tool's output is deterministic, it must read the same from both."""
+    return reference_kafka.bootstrap
+
+
+def same_output(tool: Tool, bootstrap: str, reference: str, main: str, *args: str) -> str:
+    """Run one tool invocation against sofakafka and against Kafka 2.6 (``{b}`` in an argument is the broker's
+    address) and require the same stdout and stderr, the addresses aside; returns sofakafka's stdout."""
+    outs = {}
+    for name, b in (("sofakafka", bootstrap), ("kafka", reference)):
+        r = tool(main, [a.replace("{b}", b) for a in args])
+        outs[name] = (r.stdout.replace(b, "{b}"), r.stderr.replace(b, "{b}"))
+    assert outs["sofakafka"] == outs["kafka"], (
+        f"{main} {' '.join(args)} printed differently:\n--- sofakafka\n{outs['sofakafka'][0]}{outs['sofakafka'][1]}"
+        f"\n--- kafka 2.6\n{outs['kafka'][0]}{outs['kafka'][1]}")
+    return outs["sofakafka"][0]
+
+
+def topics(tool: Tool, bootstrap: str, *args: str) -> str:
+    return tool("kafka.admin.TopicCommand", ["--bootstrap-server", bootstrap, *args]).stdout
+
+
+def produce_lines(tool: Tool, bootstrap: str, topic: str, lines: list[str], *extra: str) -> None:
+    tool("kafka.tools.ConsoleProducer", ["--bootstrap-server", bootstrap, "--topic", topic, *extra],
+         input="".join(line + "\n" for line in lines))
+
+
+def consume(tool: Tool, bootstrap: str, topic: str, count: int, *extra: str) -> list[str]:
+    out = tool("kafka.tools.ConsoleConsumer", ["--bootstrap-server", bootstrap, "--topic", topic,
+                                               "--max-messages", str(count), "--timeout-ms", "30000", *extra]).stdout
+    return out.splitlines()
+
+
+def test_kafka_topics_create_list_describe_alter_delete(kafka_tool: Tool, bootstrap: str, reference: str) -> None:
+    out = same_output(kafka_tool, bootstrap, reference, "kafka.admin.TopicCommand", "--bootstrap-server", "{b}",
+                      "--create", "--topic", "tool-topics", "--partitions", "3", "--replication-factor", "1",
+                      "--config", "cleanup.policy=compact")
+    assert "Created topic tool-topics." in out
+    assert "tool-topics" in topics(kafka_tool, bootstrap, "--list").split()
+    described = same_output(kafka_tool, bootstrap, reference, "kafka.admin.TopicCommand", "--bootstrap-server", "{b}",
+                            "--describe", "--topic", "tool-topics")
+    assert re.search(r"Topic: tool-topics\s+PartitionCount: 3\s+ReplicationFactor: 1\s+Configs: .*cleanup.policy=compact",
+                     described), described
+    assert len(re.findall(r"Partition: \d\s+Leader: 0\s+Replicas: 0\s+Isr: 0", described)) == 3, described
+    topics(kafka_tool, bootstrap, "--alter", "--topic", "tool-topics", "--partitions", "5")
+    assert "PartitionCount: 5" in topics(kafka_tool, bootstrap, "--describe", "--topic", "tool-topics")
+    exists = kafka_tool("kafka.admin.TopicCommand", ["--bootstrap-server", bootstrap, "--create", "--topic",
+                                                     "tool-topics", "--partitions", "1"], check=False)
+    assert exists.returncode == 1 and "already exists" in exists.stdout + exists.stderr
+    topics(kafka_tool, bootstrap, "--delete", "--topic", "tool-topics")
+    # Deletion completes asynchronously in Kafka too: the tool's --list may still show it for a moment.
+    for _ in range(100):
+        if "tool-topics" not in topics(kafka_tool, bootstrap, "--list").split():
+            break
+    else:
+        pytest.fail("tool-topics still listed after --delete")
+
+
+def test_kafka_configs_topic_and_broker(kafka_tool: Tool, bootstrap: str, reference: str) -> None:
+    for b in (bootstrap, reference):
+        topics(kafka_tool, b, "--create", "--topic", "tool-configs", "--partitions", "1", "--replication-factor", "1")
+
+    def configs(*args: str) -> str:
+        """Run on both brokers: the changes are made on both, and what is printed must be the same."""
+        return same_output(kafka_tool, bootstrap, reference, "kafka.admin.ConfigCommand", "--bootstrap-server", "{b}",
+                           *args)
+
+    out = configs("--entity-type", "topics", "--entity-name", "tool-configs", "--alter",
+                  "--add-config", "retention.ms=3600000,max.message.bytes=2000000")
+    assert "Completed updating config for topic tool-configs." in out
+    described = configs("--entity-type", "topics", "--entity-name", "tool-configs", "--describe")
+    assert "retention.ms=3600000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=3600000}" in described, described
+    assert "max.message.bytes=2000000" in described
+    configs("--entity-type", "topics", "--entity-name", "tool-configs", "--alter", "--delete-config", "retention.ms")
+    described = configs("--entity-type", "topics", "--entity-name", "tool-configs", "--describe")
+    assert "retention.ms" not in described and "max.message.bytes=2000000" in described
+    # Broker configs: a per-broker and a cluster-wide dynamic value, described and removed again.
+    configs("--entity-type", "brokers", "--entity-name", "0", "--alter", "--add-config", "log.cleaner.threads=2")
+    described = configs("--entity-type", "brokers", "--entity-name", "0", "--describe")
+    assert "log.cleaner.threads=2 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.cleaner.threads=2" in described
+    configs("--entity-type", "brokers", "--entity-default", "--alter", "--add-config", "message.max.bytes=2000000")
+    described = configs("--entity-type", "brokers", "--entity-default", "--describe")
+    assert "message.max.bytes=2000000" in described
+    every = kafka_tool("kafka.admin.ConfigCommand", ["--bootstrap-server", bootstrap, "--entity-type", "brokers",
+                                                     "--entity-name", "0", "--describe", "--all"]).stdout
+    assert re.search(r"num.partitions=1 sensitive=false synonyms=\{DEFAULT_CONFIG:num.partitions=1\}", every), every
+    configs("--entity-type", "brokers", "--entity-name", "0", "--alter", "--delete-config", "log.cleaner.threads")
+    configs("--entity-type", "brokers", "--entity-default", "--alter", "--delete-config", "message.max.bytes")
+    assert "log.cleaner.threads" not in configs("--entity-type", "brokers", "--entity-name", "0", "--describe")
+
+
+def test_console_producer_and_consumer(kafka_tool: Tool, bootstrap: str) -> None:
+    produce_lines(kafka_tool, bootstrap, "tool-console", [f"k{i}:value {i}" for i in range(20)],
+                  "--property", "parse.key=true", "--property", "key.separator=:",
+                  "--producer-property", "compression.type=lz4")
+    lines = consume(kafka_tool, bootstrap, "tool-console", 20, "--from-beginning",
+                    "--property", "print.key=true", "--property", "key.separator=:")
+    assert lines == [f"k{i}:value {i}" for i in range(20)]
+    # As a group member, the consumer commits what it read: a second run in the group sees nothing new.
+    assert len(consume(kafka_tool, bootstrap, "tool-console", 20, "--group", "console-group", "--from-beginning")) == 20
+    again = kafka_tool("kafka.tools.ConsoleConsumer", ["--bootstrap-server", bootstrap, "--topic", "tool-console",
+                                                       "--group", "console-group", "--timeout-ms", "3000"], check=False)
+    assert again.stdout.strip() == "" and "Processed a total of 0 messages" in again.stderr
+
+
+def test_kafka_consumer_groups_describe_reset_delete(kafka_tool: Tool, bootstrap: str, reference: str) -> None:
+    for b in (bootstrap, reference):
+        topics(kafka_tool, b, "--create", "--topic", "tool-groups", "--partitions", "2", "--replication-factor", "1")
+        produce_lines(kafka_tool, b, "tool-groups", [f"k{i}:v{i}" for i in range(10)],
+                      "--property", "parse.key=true", "--property", "key.separator=:")
+        assert len(consume(kafka_tool, b, "tool-groups", 10, "--group", "tool-group", "--from-beginning")) == 10
+
+    def groups(*args: str) -> str:
+        return kafka_tool("kafka.admin.ConsumerGroupCommand", ["--bootstrap-server", bootstrap, *args]).stdout
+
+    assert "tool-group" in groups("--list").split()
+    described = same_output(kafka_tool, bootstrap, reference, "kafka.admin.ConsumerGroupCommand",
+                            "--bootstrap-server", "{b}", "--describe", "--group", "tool-group")
+    assert "Consumer group 'tool-group' has no active members." in kafka_tool(
+        "kafka.admin.ConsumerGroupCommand", ["--bootstrap-server", bootstrap, "--describe", "--group", "tool-group"]).stderr
+    lags = re.findall(r"tool-group\s+tool-groups\s+(\d)\s+(\d+)\s+(\d+)\s+(\d+)", described)
+    assert sorted(int(p) for p, *_ in lags) == [0, 1], described
+    assert sum(int(cur) for _, cur, _, _ in lags) == 10 and all(lag == "0" for *_, lag in lags), described
+    end = {int(p): int(log_end) for p, _, log_end, _ in lags}
+
+    def offsets_after(*reset: str) -> dict[int, int]:
+        out = groups("--reset-offsets", "--group", "tool-group", "--topic", "tool-groups", *reset, "--execute")
+        return {int(p): int(o) for p, o in re.findall(r"tool-groups\s+(\d)\s+(\d+)", out)}
+
+    assert offsets_after("--to-earliest") == {0: 0, 1: 0}
+    assert offsets_after("--to-offset", "2") == {p: min(2, e) for p, e in end.items()}
+    assert offsets_after("--shift-by", "1") == {p: min(3, e) for p, e in end.items()}
+    assert offsets_after("--to-latest") == end
+    assert offsets_after("--to-datetime", "2000-01-01T00:00:00.000") == {0: 0, 1: 0}
+    dry = groups("--reset-offsets", "--group", "tool-group", "--topic", "tool-groups", "--to-latest", "--dry-run")
+    assert {int(p): int(o) for p, o in re.findall(r"tool-groups\s+(\d)\s+(\d+)", dry)} == end
+    # The dry run changed nothing: the group still starts at 0.
+    assert len(consume(kafka_tool, bootstrap, "tool-groups", 10, "--group", "tool-group")) == 10
+    out = groups("--delete-offsets", "--group", "tool-group", "--topic", "tool-groups:0")
+    assert re.search(r"tool-groups\s+0\s+Successful", out), out
+    assert "Deletion of requested consumer groups ('tool-group') was successful." in groups("--delete", "--group", "tool-group")
+    assert "tool-group" not in groups("--list").split()
+
+
+def test_kafka_delete_records(kafka_tool: Tool, bootstrap: str, reference: str, tmp_path: Path) -> None:
+    for b in (bootstrap, reference):
+        produce_lines(kafka_tool, b, "tool-delete", [f"v{i}" for i in range(10)])
+    spec = tmp_path / "offsets.json"
+    spec.write_text(json.dumps({"version": 1, "partitions": [{"topic": "tool-delete", "partition": 0, "offset": 4}]}))
+    out = same_output(kafka_tool, bootstrap, reference, "kafka.admin.DeleteRecordsCommand", "--bootstrap-server", "{b}",
+                      "--offset-json-file", str(spec))
+    assert "partition: tool-delete-0\tlow_watermark: 4" in out, out
+    assert consume(kafka_tool, bootstrap, "tool-delete", 6, "--from-beginning") == [f"v{i}" for i in range(4, 10)]
+
+
+def test_kafka_reassign_partitions(kafka_tool: Tool, bootstrap: str, tmp_path: Path) -> None:
+    topics(kafka_tool, bootstrap, "--create", "--topic", "tool-reassign", "--partitions", "2", "--replication-factor", "1")
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "tool-reassign", "partition": p, "replicas": [0], "log_dirs": ["any"]} for p in (0, 1)]}))
+
+    def reassign(*args: str) -> str:
+        return kafka_tool("kafka.admin.ReassignPartitionsCommand", ["--bootstrap-server", bootstrap, *args]).stdout
+
+    out = reassign("--reassignment-json-file", str(plan), "--execute")
+    assert "Successfully started partition reassignments for tool-reassign-0,tool-reassign-1" in out, out
+    for _ in range(100):
+        verified = reassign("--reassignment-json-file", str(plan), "--verify")
+        if "Reassignment of partition tool-reassign-0 is complete." in verified:
+            break
+    assert "Reassignment of partition tool-reassign-1 is complete." in verified, verified
+    assert "No partition reassignments found." in reassign("--list")
+    generated = reassign("--generate", "--broker-list", "0", "--topics-to-move-json-file",
+                         str(_write(tmp_path / "move.json", {"version": 1, "topics": [{"topic": "tool-reassign"}]})))
+    assert "Proposed partition reassignment configuration" in generated
+    proposal = json.loads(generated.strip().splitlines()[-1])
+    assert sorted(p["partition"] for p in proposal["partitions"]) == [0, 1]
+
+
+def _write(path: Path, obj: Any) -> Path:
+    path.write_text(json.dumps(obj))
+    return path
+
+
+def test_kafka_leader_election(kafka_tool: Tool, bootstrap: str, reference: str) -> None:
+    for b in (bootstrap, reference):
+        topics(kafka_tool, b, "--create", "--topic", "tool-elect", "--partitions", "2", "--replication-factor", "1")
+    # Kafka 2.6's tool lists no partition names in this message (it prints the set of those whose election
+    # was "not needed" after filtering them out); what matters is that both brokers lead it to print the same.
+    out = same_output(kafka_tool, bootstrap, reference, "kafka.admin.LeaderElectionCommand", "--bootstrap-server",
+                      "{b}", "--election-type", "preferred", "--topic", "tool-elect", "--partition", "0")
+    assert out.startswith("Valid replica already elected for partitions"), out
+    unclean = same_output(kafka_tool, bootstrap, reference, "kafka.admin.LeaderElectionCommand", "--bootstrap-server",
+                          "{b}", "--election-type", "unclean", "--topic", "tool-elect", "--partition", "1")
+    assert unclean.startswith("Valid replica already elected for partitions"), unclean
+
+
+def test_kafka_log_dirs(kafka_tool: Tool, bootstrap: str, sofakafka_broker: BrokerProcess) -> None:
+    produce_lines(kafka_tool, bootstrap, "tool-logdirs", [f"v{i}" for i in range(5)])
+    out = kafka_tool("kafka.admin.LogDirsCommand", ["--bootstrap-server", bootstrap, "--describe",
+                                                    "--broker-list", "0", "--topic-list", "tool-logdirs"]).stdout
+    info = json.loads(out.strip().splitlines()[-1])
+    (broker,) = info["brokers"]
+    assert broker["broker"] == 0
+    (log_dir,) = broker["logDirs"]
+    assert Path(log_dir["logDir"]) == sofakafka_broker.data_dir and log_dir["error"] is None
+    (partition,) = log_dir["partitions"]
+    assert partition["partition"] == "tool-logdirs-0" and partition["size"] > 0 and partition["offsetLag"] == 0
+
+
+def test_producer_and_consumer_perf_test(kafka_tool: Tool, bootstrap: str) -> None:
+    topics(kafka_tool, bootstrap, "--create", "--topic", "tool-perf", "--partitions", "2", "--replication-factor", "1")
+    out = kafka_tool("org.apache.kafka.tools.ProducerPerformance", [
+        "--topic", "tool-perf", "--num-records", "20000", "--record-size", "100", "--throughput", "-1",
+        "--producer-props", f"bootstrap.servers={bootstrap}", "acks=all", "linger.ms=5"]).stdout
+    assert re.search(r"^20000 records sent, [\d.]+ records/sec", out, re.MULTILINE), out
+    out = kafka_tool("kafka.tools.ConsumerPerformance", ["--bootstrap-server", bootstrap, "--topic", "tool-perf",
+                                                         "--messages", "20000", "--timeout", "30000"]).stdout
+    header, values = out.strip().splitlines()[-2:]
+    row = dict(zip((h.strip() for h in header.split(",")), (v.strip() for v in values.split(",")), strict=False))
+    assert int(row["data.consumed.in.nMsg"]) == 20000, out
+
+
+# ---- DumpLogSegments on files sofakafka wrote ----------------------------------------------------------------
+
+CODEC_NAMES = {CompressionType.NONE: "NONE", CompressionType.GZIP: "GZIP", CompressionType.SNAPPY: "SNAPPY",
+               CompressionType.LZ4: "LZ4", CompressionType.ZSTD: "ZSTD"}
+_BATCH = re.compile(r"^baseOffset: ")
+_FIELD = re.compile(r"(\w+): (\S*)")
+
+
+def _fields(line: str) -> dict[str, str]:
+    """``name: value`` pairs of one DumpLogSegments line; ``payload`` (last, may hold spaces) taken whole."""
+    payload = None
+    if " payload: " in line:
+        line, payload = line.split(" payload: ", 1)
+    out = dict(_FIELD.findall(line))
+    if payload is not None:
+        out["payload"] = payload
+    return out
+
+
+def _dump(kafka_tool: Tool, *files: Path, extra: tuple[str, ...] = ()) -> str:
+    return kafka_tool("kafka.tools.DumpLogSegments", ["--files", ",".join(map(str, files)), *extra],
+                      timeout=180).stdout
+
+
+@pytest.fixture(scope="module")
+def written_by_sofakafka(tmp_path_factory: pytest.TempPathFactory, scenario_jvms: ScenarioJVMs) -> Iterator[Path]:
+    """A sofakafka data dir holding batches of every kind a Java producer writes (each codec, headers, idempotent,
+    big ones across several small segments), after a clean stop (indexes trimmed as Kafka leaves them)."""
+    broker = BrokerProcess(tmp_path_factory.mktemp("dumped"), {**SHARED_SETTINGS, "log.segment.bytes": "65536",
+                                                               "log.index.interval.bytes": "1024"}).start()
+    try:
+        jvm = scenario_jvms["clients-2.6"]
+        for codec in ("gzip", "snappy", "lz4", "zstd"):
+            jvm.run("producer.compression", broker.bootstrap, topic=f"dump-{codec}", codec=codec)
+        jvm.run("producer.headers", broker.bootstrap, topic="dump-headers")
+        jvm.run("producer.idempotent", broker.bootstrap, topic="dump-idempotent", records=3000)
+        jvm.run("producer.big_batches", broker.bootstrap, topic="dump-big", records=4000, batchSize=16384)
+        assert broker.stop() == 0, broker.log_tail()
+        yield broker.data_dir
+    finally:
+        broker.kill()
+
+
+DUMPED_PARTITIONS = ("dump-gzip-0", "dump-snappy-0", "dump-lz4-0", "dump-zstd-0", "dump-headers-0",
+                     "dump-idempotent-0", "dump-big-0")
+
+
+@pytest.mark.parametrize("partition_dir", DUMPED_PARTITIONS)
+def test_dump_log_segments_agrees_on_every_batch_and_record(kafka_tool: Tool, written_by_sofakafka: Path,
+                                                            partition_dir: str) -> None:
+    segments = sorted((written_by_sofakafka / partition_dir).glob("*.log"))
+    assert segments, f"no segments in {partition_dir}"
+    out = _dump(kafka_tool, *segments, extra=("--deep-iteration", "--print-data-log"))
+    dumped: dict[str, list[dict[str, str]]] = {}
+    current: list[dict[str, str]] = []
+    for line in out.split("\n"):  # not splitlines(): a payload may hold \x0c or \x1c, which it splits on
+        if line.startswith("Dumping "):
+            current = dumped.setdefault(line.removeprefix("Dumping ").strip(), [])
+        elif _BATCH.match(line) or line.startswith("| offset: "):
+            current.append(_fields(line.removeprefix("| ")))
+    assert "isvalid: false" not in out
+    records_seen = 0
+    for segment in segments:
+        data = segment.read_bytes()
+        ours: list[dict[str, str]] = []
+        for h in iter_batches(data):
+            ours.append({
+                "baseOffset": str(h.base_offset), "lastOffset": str(h.last_offset), "count": str(h.record_count),
+                "baseSequence": str(h.base_sequence), "lastSequence": str(h.last_sequence),
+                "producerId": str(h.producer_id), "producerEpoch": str(h.producer_epoch),
+                "partitionLeaderEpoch": str(h.partition_leader_epoch),
+                "isTransactional": str(h.is_transactional).lower(), "isControl": str(h.is_control).lower(),
+                "position": str(h.position), "CreateTime": str(h.max_timestamp), "size": str(h.size),
+                "magic": str(h.magic), "compresscodec": CODEC_NAMES[CompressionType(h.compression)],
+                "crc": str(h.crc), "isvalid": "true"})
+            for i, rec in enumerate(decode_records(data, h)):
+                one = {"offset": str(rec.offset), "CreateTime": str(rec.timestamp),
+                       "keysize": str(-1 if rec.key is None else len(rec.key)),
+                       "valuesize": str(-1 if rec.value is None else len(rec.value)),
+                       "sequence": str(-1 if h.base_sequence < 0 else h.base_sequence + i),
+                       "headerKeys": "[" + ",".join(k for k, _ in rec.headers) + "]"}
+                # Kafka prints key and payload as UTF-8 text, and nothing for a null one; binary ones (or with a
+                # line break) are left to valuesize and the batch CRC Kafka checked (isvalid).
+                for name, raw in (("key", rec.key), ("payload", rec.value)):
+                    text = _printable(raw)
+                    if text is not None and not (name == "key" and " " in text):
+                        one[name] = text
+                ours.append(one)
+                records_seen += 1
+        theirs = dumped[str(segment)]
+        assert len(theirs) == len(ours), f"{segment.name}: DumpLogSegments saw {len(theirs)} entries, we {len(ours)}"
+        for mine, kafka in zip(ours, theirs, strict=True):
+            assert {k: kafka.get(k) for k in mine} == mine, (segment.name, mine, kafka)
+    assert records_seen > 0
+
+
+def _printable(raw: bytes | None) -> str | None:
+    if raw is None:
+        return None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return None if "\n" in text or "\r" in text else text
+
+
+@pytest.mark.parametrize("partition_dir", ["dump-big-0", "dump-big-1"])
+def test_dump_log_segments_agrees_on_every_index_entry(kafka_tool: Tool, written_by_sofakafka: Path,
+                                                       partition_dir: str) -> None:
+    directory = written_by_sofakafka / partition_dir
+    indexes = sorted(directory.glob("*.index"))
+    time_indexes = sorted(directory.glob("*.timeindex"))
+    assert len(indexes) > 1, "expected several segments"
+    out = _dump(kafka_tool, *indexes, *time_indexes, extra=("--index-sanity-check",))
+    assert "mismatch" not in out.lower() and "Found out of order" not in out, out
+    out = _dump(kafka_tool, *indexes, *time_indexes)
+    assert "mismatch" not in out.lower() and "Found out of order" not in out and "is corrupt" not in out.lower(), out
+    printed = {
+        "offset": [(int(o), int(p)) for o, p in re.findall(r"^offset: (\d+) position: (\d+)$", out, re.MULTILINE)],
+        "time": [(int(t), int(o)) for t, o in re.findall(r"^timestamp: (\d+) offset: (\d+)$", out, re.MULTILINE)],
+    }
+    ours: dict[str, list[tuple[int, int]]] = {"offset": [], "time": []}
+    for index in indexes:
+        base = int(index.stem)
+        raw = index.read_bytes()
+        ours["offset"] += [(base + rel, pos) for rel, pos in struct.iter_unpack(">ii", raw)]
+    for index in time_indexes:
+        base = int(index.stem)
+        raw = index.read_bytes()
+        ours["time"] += [(ts, base + rel) for ts, rel in struct.iter_unpack(">qi", raw)]
+    assert ours["offset"] and ours["time"]
+    assert printed == ours

@@ -1,0 +1,167 @@
+"""Apache Kafka 2.6 as a real process: the reference broker the interop and conformance tests compare against.
+
+``ReferenceKafka`` runs ``java -cp interop/java/target/lib/kafka-2.6/* kafka.Kafka server.properties`` on a free
+loopback port, against a test ZooKeeper (the one ``tests/cluster`` starts, Debian's), under a chroot of its own.
+Kafka 2.6.3 runs on Java 17 as it is (no ``--add-opens`` needed; checked: start, topics, groups, tools); a
+different JDK can be chosen with ``$SOFAKAFKA_JAVA``.
+
+The settings both brokers get in a comparison are in :data:`SHARED_SETTINGS`: what differs between the two
+processes is then the implementation, not the configuration.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import socket
+import struct
+import subprocess
+import time
+from pathlib import Path
+
+from tests.integration.conftest import api_versions_ok, free_port
+from tests.reference.java import INTEROP_JAVA, QUICK_JVM_FLAGS, classpath, require_java
+
+START_TIMEOUT_S = 90.0
+STOP_TIMEOUT_S = 30.0
+LOG4J_BROKER = INTEROP_JAVA / "log4j-broker.properties"
+
+# Given to Apache Kafka and to sofakafka alike when a test compares them: one broker's worth of replication
+# for the internal topics, no initial rebalance delay (it only slows tests down), few offsets partitions.
+SHARED_SETTINGS: dict[str, str] = {
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "5",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "5",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+_LIVE: list[ReferenceKafka] = []
+_chroots = itertools.count()
+
+
+def unique_chroot(name: str) -> str:
+    clean = "".join(c if c.isalnum() else "-" for c in name)[:60]
+    return f"/reference-{clean}-{next(_chroots)}"
+
+
+class ReferenceKafka:
+    """One Apache Kafka 2.6 broker process; several with one ``zk_connect`` (same chroot) form a cluster."""
+
+    def __init__(self, base_dir: Path, zk_connect: str, *, broker_id: int = 0,
+                 overrides: dict[str, str] | None = None, heap: str = "512m",
+                 jvm_flags: tuple[str, ...] | None = None) -> None:
+        self.base_dir = base_dir
+        self.broker_id = broker_id
+        self.zk_connect = zk_connect
+        self.host = "127.0.0.1"
+        self.port = free_port()
+        self.data_dir = base_dir / "kafka-logs"
+        self.log_path = base_dir / "kafka.log"
+        self.settings: dict[str, str] = {
+            "broker.id": str(broker_id),
+            "listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "log.dirs": str(self.data_dir),
+            "zookeeper.connect": zk_connect,
+            "zookeeper.session.timeout.ms": "6000",
+            **SHARED_SETTINGS,
+        }
+        self.settings.update(overrides or {})
+        self.heap = heap
+        self.jvm_flags = jvm_flags
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def command(self) -> list[str]:
+        java = require_java()
+        flags = self.jvm_flags if self.jvm_flags is not None else (
+            *[f for f in QUICK_JVM_FLAGS if not f.startswith("-Xmx")], f"-Xmx{self.heap}")
+        return [java, *flags, "-Djava.awt.headless=true", f"-Dlog4j.configuration=file:{LOG4J_BROKER}",
+                f"-Dkafka.logs.dir={self.base_dir}", "-cp", classpath("kafka-2.6"), "kafka.Kafka",
+                str(self.base_dir / "server.properties")]
+
+    def start(self) -> ReferenceKafka:
+        assert self.proc is None or self.proc.poll() is not None, "already running"
+        self.base_dir.mkdir(parents=True, exist_ok=True)
+        (self.base_dir / "server.properties").write_text(
+            "".join(f"{k}={v}\n" for k, v in self.settings.items()))
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(self.command(), cwd=self.base_dir, stdin=subprocess.DEVNULL,
+                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        if self not in _LIVE:
+            _LIVE.append(self)
+        self.wait_ready()
+        return self
+
+    def wait_ready(self) -> None:
+        """Kafka opens its request processing last in start-up, so ApiVersions answering means started; then
+        Metadata must name a controller (the embedded election has run)."""
+        assert self.proc is not None
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"Apache Kafka exited with {self.proc.returncode}:\n{self.log_tail()}")
+            if api_versions_ok(self.host, self.port) and self.controller_id() >= 0:
+                return
+            time.sleep(0.2)
+        self.kill()
+        raise AssertionError(f"Apache Kafka did not start within {START_TIMEOUT_S}s:\n{self.log_tail()}")
+
+    def controller_id(self) -> int:
+        """The controller id Metadata v1 names (-1 when none yet or on any error)."""
+        body = struct.pack(">hhih", 3, 1, 11, 3) + b"ref" + struct.pack(">i", 0)  # no topics
+        try:
+            with socket.create_connection((self.host, self.port), timeout=2) as s:
+                s.sendall(struct.pack(">i", len(body)) + body)
+                head = s.recv(4, socket.MSG_WAITALL)
+                (size,) = struct.unpack(">i", head)
+                resp = s.recv(size, socket.MSG_WAITALL)
+        except (OSError, struct.error):
+            return -1
+        pos = 4  # correlation id
+        (brokers,) = struct.unpack_from(">i", resp, pos)
+        pos += 4
+        for _ in range(brokers):
+            pos += 4
+            (hlen,) = struct.unpack_from(">h", resp, pos)
+            pos += 2 + hlen + 4
+            (rlen,) = struct.unpack_from(">h", resp, pos)
+            pos += 2 + max(rlen, 0)
+        (controller,) = struct.unpack_from(">i", resp, pos)
+        return int(controller)
+
+    def stop(self) -> int:
+        """SIGTERM: Kafka's controlled shutdown and clean close of its logs."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc is not None else 0
+        self.proc.terminate()
+        try:
+            return self.proc.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return -9
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(STOP_TIMEOUT_S)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, lines: int = 80) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return "(no log)"
+
+
+@atexit.register
+def _kill_every_reference_broker() -> None:
+    for k in _LIVE:
+        k.kill()
