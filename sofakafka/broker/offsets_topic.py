@@ -46,6 +46,7 @@ from sofakafka.protocol.records import (
     iter_batches,
 )
 from sofakafka.storage.log import FetchIsolation, Log
+from sofakafka.storage.producer_state import AppendOrigin
 from sofakafka.storage.segment import wall_clock_ms
 
 if TYPE_CHECKING:
@@ -63,14 +64,21 @@ LoadedRecords = list[tuple[bytes | None, bytes | None]]
 
 
 def read_offsets_log(lg: Log, buffer_size: int) -> LoadedRecords:
+    """The committed key/value pairs of ``lg`` (see :func:`read_offsets_log_and_pending`)."""
+    return read_offsets_log_and_pending(lg, buffer_size)[0]
+
+
+def read_offsets_log_and_pending(lg: Log, buffer_size: int) -> tuple[LoadedRecords, dict[int, LoadedRecords]]:
     """Key/value pairs of ``lg`` from its log start to its log end, in the order they take effect.
 
     To the log end, not the high watermark, as Kafka's doLoadGroupsAndOffsets reads: a newly elected leader's
     high watermark may lag until its followers fetch again, while every acknowledged commit is in its log.
 
     Transactional offset commits take effect at their COMMIT marker and vanish at an ABORT, as in Kafka's
-    GroupMetadataManager.doLoadGroupsAndOffsets; control records themselves carry no group state. Runs on a
-    read thread; Log.read works on a snapshot of the segment list, so concurrent appends are harmless.
+    GroupMetadataManager.doLoadGroupsAndOffsets; control records themselves carry no group state. Transactional
+    records with no marker after them yet come back apart, per producer id: they are still pending (their marker
+    may come after a coordinator move). Runs on a read thread; Log.read works on a snapshot of the segment list,
+    so concurrent appends are harmless.
     """
     out: LoadedRecords = []
     pending: dict[int, LoadedRecords] = {}
@@ -101,7 +109,7 @@ def read_offsets_log(lg: Log, buffer_size: int) -> LoadedRecords:
                 out.extend(pairs)
         if not progressed:
             break
-    return out
+    return out, pending
 
 
 class OffsetsTopicWriter:
@@ -118,6 +126,18 @@ class OffsetsTopicWriter:
         self.closed = False
 
     def append(self, partition: int, records: Sequence[OffsetsRecord], done: Callable[[ErrorCode], None]) -> None:
+        self._write(partition, records, done, RecordBatchBuilder(compression=self._compression))
+
+    def append_transactional(self, partition: int, records: Sequence[OffsetsRecord], producer_id: int,
+                             producer_epoch: int, done: Callable[[ErrorCode], None]) -> None:
+        """TxnOffsetCommit's batch: the producer's id and epoch, transactional, sequence 0 (as Kafka writes it;
+        a coordinator append checks the epoch, not sequences)."""
+        self._write(partition, records, done, RecordBatchBuilder(
+            compression=self._compression, producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=0,
+            is_transactional=True), origin=AppendOrigin.COORDINATOR)
+
+    def _write(self, partition: int, records: Sequence[OffsetsRecord], done: Callable[[ErrorCode], None],
+               builder: RecordBatchBuilder, origin: AppendOrigin = AppendOrigin.CLIENT) -> None:
         if self.closed:
             done(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             return
@@ -125,22 +145,22 @@ class OffsetsTopicWriter:
             done(ErrorCode.NONE)
             return
         now = wall_clock_ms()
-        builder = RecordBatchBuilder(compression=self._compression)
         for i, record in enumerate(records):
             builder.append_record(i, now, record.key, record.value)
         batch = builder.build()
         # Tasks start in creation order and each submits its append to the single append thread on its first
         # step, so the coordinator's appends reach the log in the order it issued them.
-        task = asyncio.get_running_loop().create_task(self._append(partition, batch, done))
+        task = asyncio.get_running_loop().create_task(self._append(partition, batch, done, origin))
         self._in_flight.add(task)
         task.add_done_callback(self._in_flight.discard)
 
-    async def _append(self, partition: int, batch: bytes, done: Callable[[ErrorCode], None]) -> None:
+    async def _append(self, partition: int, batch: bytes, done: Callable[[ErrorCode], None],
+                      origin: AppendOrigin) -> None:
         tp = (GROUP_METADATA_TOPIC, partition)
         try:
             results = await self._replica_manager().append_records(
                 acks=self._required_acks, timeout_ms=self._timeout_ms, entries=[(tp, batch)],
-                produce_version=_INTERNAL_PRODUCE_VERSION)
+                produce_version=_INTERNAL_PRODUCE_VERSION, origin=origin)
             result = results[tp]
             code = ErrorCode(result.error_code)
             if code is not ErrorCode.NONE:
@@ -255,10 +275,10 @@ class GroupCoordinatorRuntime:
             if part is None:
                 return
             buffer_size = self._broker.config.get_int("offsets.load.buffer.size")
-            records = await rm.run_read(lambda: read_offsets_log(part.log, buffer_size))
+            records, pending = await rm.run_read(lambda: read_offsets_log_and_pending(part.log, buffer_size))
             if self._loads.get(partition) is not asyncio.current_task() or self._stopped:
                 return  # unloaded while reading
-            self.coordinator.load_partition(partition, records)
+            self.coordinator.load_partition(partition, records, pending)
             if records:
                 log.info("loaded %d records of %s-%d", len(records), GROUP_METADATA_TOPIC, partition)
         except asyncio.CancelledError:
