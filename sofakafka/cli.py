@@ -25,6 +25,10 @@ def main(argv: list[str] | None = None) -> int:
         from sofakafka import cli_reassign
 
         return cli_reassign.main(args[1:])
+    if args and args[0] == "transactions":
+        from sofakafka import cli_transactions
+
+        return cli_transactions.main(args[1:])
     if args and args[0] == "cluster":
         from sofakafka import cluster_launcher
 
@@ -32,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="sofakafka", description="A Kafka-compatible broker in Python.",
         epilog="console tools (like Kafka's bin/ scripts): " + ", ".join(f"sofakafka {v}" for v in cli_admin.VERBS)
-        + ", sofakafka reassign; each takes --help. A local cluster: sofakafka cluster up|down|status")
+        + ", sofakafka reassign, sofakafka transactions; each takes --help. A local cluster: sofakafka cluster up|down|status")
     parser.add_argument("--version", action="version", version=f"sofakafka {__version__}")
     verbs = parser.add_subparsers(dest="verb")
     serve = verbs.add_parser("serve", help="run a broker",

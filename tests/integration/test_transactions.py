@@ -30,6 +30,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
+from kafka import errors as kafka_errors
 
 from sofakafka.protocol.messages.fetch import FetchRequest
 from sofakafka.protocol.records import ControlRecordType, decode_control_key, decode_records, iter_batches
@@ -340,3 +341,75 @@ def test_compaction_removes_aborted_data_and_spent_markers(broker: BrokerProcess
     wait_for("the cleaner to leave only what Kafka's leaves", cleaned, timeout_s=90, interval_s=0.1)
     committed = consume_all(broker.bootstrap, topic_name, "read_committed", partitions=1)
     assert [v for v in committed if v != b"tick"] == [b"kept-2-0", b"kept-2-1", b"kept-2-2"]
+
+
+# -- sofakafka transactions ------------------------------------------------------------------------------------------
+
+def transactions_cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "sofakafka", "transactions", "--bootstrap-server", bootstrap,
+                           *args], capture_output=True, text=True, timeout=120, cwd=REPO, check=False)
+
+
+def test_transactions_list_describe_and_abort_an_open_transaction(broker: BrokerProcess, topic_name: str) -> None:
+    create_topics(broker.bootstrap, topic_name, partitions=1)
+    txn_id = f"{topic_name}-stuck"
+    p = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=txn_id, transaction_timeout_ms=600_000)
+    p.init_transactions()
+    p.begin_transaction()
+    p.send(topic_name, b"open")
+    p.flush()
+
+    listed = transactions_cli(broker.bootstrap, "list")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines()[0].split() == ["TransactionalId", "Coordinator", "ProducerId",
+                                                     "TransactionState"]
+    row = next(line.split() for line in listed.stdout.splitlines() if line.startswith(txn_id))
+    assert row[1] == "0" and row[3] == "Ongoing"
+    described = transactions_cli(broker.bootstrap, "--json", "describe", "--transactional-id", txn_id)
+    assert described.returncode == 0, described.stderr
+    (info,) = __import__("json").loads(described.stdout)
+    assert (info["TransactionState"], info["ProducerEpoch"], info["TransactionTimeoutMs"]) == ("Ongoing", 0, 600_000)
+    assert info["TopicPartitions"] == f"{topic_name}-0" and info["CurrentTransactionStartTimeMs"] > 0
+    assert transactions_cli(broker.bootstrap, "describe", "--transactional-id", "no-such-id").returncode == 1
+
+    aborted = transactions_cli(broker.bootstrap, "abort", "--transactional-id", txn_id)
+    assert aborted.returncode == 0, aborted.stderr
+    assert "fenced" in aborted.stdout
+    assert consume_all(broker.bootstrap, topic_name, "read_committed", partitions=1) == []
+    assert consume_all(broker.bootstrap, topic_name, "read_uncommitted", partitions=1) == [b"open"]
+    with pytest.raises(kafka_errors.ProducerFencedError):  # the producer that held the id is fenced
+        p.commit_transaction()
+    p.close(timeout=0)
+    state = transactions_cli(broker.bootstrap, "describe", "--transactional-id", txn_id)
+    assert "CompleteAbort" in state.stdout or "Empty" in state.stdout
+
+
+def test_transactions_abort_ends_a_hanging_transaction_at_a_partition(
+        broker_factory: object, topic_name: str) -> None:
+    """With verification off (Kafka 2.6's behaviour) a transactional batch no coordinator knows hangs, holding the
+    last stable offset back; the tool's partition abort writes the ABORT marker that frees it."""
+    assert callable(broker_factory)
+    b = broker_factory({"transaction.partition.verification.enable": "false"})
+    create_topics(b.bootstrap, topic_name, partitions=1)
+    from sofakafka.protocol.messages.produce import ProduceRequest
+    from sofakafka.protocol.records import RecordBatchBuilder
+
+    batch = RecordBatchBuilder(producer_id=777, producer_epoch=3, base_sequence=0, is_transactional=True)
+    batch.append_record(0, int(time.time() * 1000), b"k", b"hanging")
+    t = ProduceRequest.TopicProduceData
+    with socket.create_connection((b.host, b.port), timeout=30) as s:
+        r = wire.call(s, ProduceRequest(transactional_id=None, acks=-1, timeout_ms=10_000, topics=[
+            t(name=topic_name, partitions=[t.PartitionProduceData(partition_index=0, records=batch.build())])]), 8)
+    assert r.responses[0].partitions[0].error_code == 0
+    plain = Producer({"bootstrap.servers": b.bootstrap})
+    plain.produce(topic_name, b"after")
+    plain.flush(30)
+    assert consume_all(b.bootstrap, topic_name, "read_committed", partitions=1) == []  # held at offset 0
+
+    done = transactions_cli(b.bootstrap, "abort", "--topic", topic_name, "--partition", "0")
+    assert done.returncode == 0, done.stderr
+    assert "producer id 777 (epoch 3" in done.stdout
+    assert consume_all(b.bootstrap, topic_name, "read_committed", partitions=1) == [b"after"]
+    again = transactions_cli(b.bootstrap, "abort", "--topic", topic_name, "--partition", "0")
+    assert again.returncode == 0 and "nothing to abort" in again.stdout
+    assert transactions_cli(b.bootstrap, "abort", "--topic", topic_name).returncode == 2
