@@ -75,6 +75,12 @@ class TxnConfig:
     # How long a marker write that failed for a retriable reason (no leader, leader moving, not enough
     # replicas) waits before it is sent again; Kafka's send thread simply loops on its poll timeout.
     marker_retry_backoff_ms: int = 100
+    # sofakafka.transaction.add.partitions.wait.ms: how long AddPartitionsToTxn waits for the previous transaction
+    # of the same producer to complete (markers written) before answering CONCURRENT_TRANSACTIONS, as Kafka 2.6
+    # answers at once. A producer starts its next transaction as soon as EndTxn returns, usually while the markers
+    # are still being written; answering at once costs it a client-side retry backoff (librdkafka's is 20 ms and
+    # more) per transaction. 0 is Kafka's behaviour exactly.
+    add_partitions_wait_ms: int = 100
 
     @classmethod
     def from_config(cls, config: _IntConfig) -> TxnConfig:
@@ -87,6 +93,7 @@ class TxnConfig:
             remove_expired_transactional_ids_interval_ms=config.get_int(
                 "transaction.remove.expired.transaction.cleanup.interval.ms"),
             request_timeout_ms=config.get_int("request.timeout.ms"),
+            add_partitions_wait_ms=config.get_int("sofakafka.transaction.add.partitions.wait.ms"),
         )
 
 
@@ -176,6 +183,8 @@ class TransactionCoordinator:
         self._owned: dict[int, _TxnPartition] = {}
         self._loading: dict[int, int] = {}
         self._jobs: dict[str, _MarkerJob] = {}
+        # Requests waiting for an id's marker job to end (add_partitions_wait_ms), called when it does.
+        self._waiters: dict[str, list[Callable[[], None]]] = {}
         self._timers: list[Cancellable] = []
         self._active = False
 
@@ -201,10 +210,8 @@ class TransactionCoordinator:
         for timer in self._timers:
             timer.cancel()
         self._timers.clear()
-        for job in self._jobs.values():
-            if job.retry is not None:
-                job.retry.cancel()
-        self._jobs.clear()
+        for transactional_id in list(self._jobs):
+            self._end_job(transactional_id)
         self._owned.clear()
         self._loading.clear()
 
@@ -261,9 +268,7 @@ class TransactionCoordinator:
         if owned is None:
             return
         for transactional_id in owned.txns:
-            job = self._jobs.pop(transactional_id, None)
-            if job is not None and job.retry is not None:
-                job.retry.cancel()
+            self._end_job(transactional_id)
 
     def _lookup(self, transactional_id: str) -> tuple[ErrorCode, _TxnPartition | None]:
         partition = self.partition_for(transactional_id)
@@ -406,6 +411,15 @@ class TransactionCoordinator:
         if md.producer_epoch != producer_epoch:
             return Completion.of(E.INVALID_PRODUCER_EPOCH)
         if md.pending_transition_in_progress or md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            waiting: Completion[ErrorCode] = Completion()
+
+            def again() -> None:
+                self.add_partitions(transactional_id, producer_id, producer_epoch, added).add_done_callback(
+                    waiting.complete)
+
+            if md.pending_state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT) and self._wait_for_job(
+                    transactional_id, again, lambda: waiting.complete(E.CONCURRENT_TRANSACTIONS)):
+                return waiting
             return Completion.of(E.CONCURRENT_TRANSACTIONS)
         if md.state is S.ONGOING and added <= md.partitions:
             return Completion.of(E.NONE)
@@ -524,7 +538,7 @@ class TransactionCoordinator:
         if owned is None or owned.coordinator_epoch != job.coordinator_epoch:
             log.info("no longer the coordinator of %s at epoch %d (%s): its markers stop here", job.transactional_id,
                      job.coordinator_epoch, error.name)
-            del self._jobs[job.transactional_id]
+            self._end_job(job.transactional_id)
             return False
         return True
 
@@ -538,7 +552,7 @@ class TransactionCoordinator:
             elif error in _MARKER_OBSOLETE:
                 log.info("marker for %s-%d of %s failed with %s: a newer epoch took over, no more markers", tp[0],
                          tp[1], job.transactional_id, error.name)
-                del self._jobs[job.transactional_id]
+                self._end_job(job.transactional_id)
                 return
             else:
                 if error not in (E.NOT_LEADER_OR_FOLLOWER, E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS,
@@ -565,7 +579,7 @@ class TransactionCoordinator:
         _error, owned = self._lookup(job.transactional_id)
         md = owned.txns.get(job.transactional_id) if owned is not None else None
         if md is None:
-            self._jobs.pop(job.transactional_id, None)
+            self._end_job(job.transactional_id)
             return
 
         def written(append_error: ErrorCode) -> None:
@@ -575,12 +589,48 @@ class TransactionCoordinator:
                 log.info("completing the transaction of %s: log not available, retrying", job.transactional_id)
                 self._retry_later(job, lambda: self._write_complete(job))
                 return
-            del self._jobs[job.transactional_id]
+            self._end_job(job.transactional_id)
             if append_error is not E.NONE:
                 log.info("completing the transaction of %s failed with %s; the next coordinator finishes it",
                          job.transactional_id, append_error.name)
 
         self._append(md, job.coordinator_epoch, job.complete, written, retry_on=E.COORDINATOR_NOT_AVAILABLE)
+
+    def _end_job(self, transactional_id: str) -> None:
+        """The id's marker job is over (completed, obsolete, or no longer ours): wake whoever waits for it."""
+        job = self._jobs.pop(transactional_id, None)
+        if job is not None and job.retry is not None:
+            job.retry.cancel()
+        for wake in self._waiters.pop(transactional_id, []):
+            wake()
+
+    def _wait_for_job(self, transactional_id: str, retry: Callable[[], None], give_up: Callable[[], None]) -> bool:
+        """Call ``retry`` when the id's marker job ends, or ``give_up`` after ``add_partitions_wait_ms``; False
+        (nothing scheduled) when there is no job or no waiting."""
+        wait_ms = self.config.add_partitions_wait_ms
+        if wait_ms <= 0 or transactional_id not in self._jobs:
+            return False
+        settled = False
+
+        def on_end() -> None:
+            nonlocal settled
+            if not settled:
+                settled = True
+                timer.cancel()
+                retry()
+
+        def on_timeout() -> None:
+            nonlocal settled
+            if not settled:
+                settled = True
+                waiting = self._waiters.get(transactional_id, [])
+                if on_end in waiting:
+                    waiting.remove(on_end)
+                give_up()
+
+        timer = self._scheduler.call_later(wait_ms, on_timeout)
+        self._waiters.setdefault(transactional_id, []).append(on_end)
+        return True
 
     def pending_markers(self) -> dict[str, frozenset[TopicPartition]]:
         """Transactions whose markers are still being written, and the partitions still missing one."""

@@ -101,7 +101,9 @@ class MemoryMarkers:
 
 class Harness:
     def __init__(self, **config: Any) -> None:
-        defaults: dict[str, Any] = {"transaction_state_log_num_partitions": NUM_PARTITIONS}
+        # Kafka 2.6's immediate CONCURRENT_TRANSACTIONS unless a test asks for sofakafka's wait.
+        defaults: dict[str, Any] = {"transaction_state_log_num_partitions": NUM_PARTITIONS,
+                                    "add_partitions_wait_ms": 0}
         defaults.update(config)
         self.config = TxnConfig(**defaults)
         self.time = ManualTime()

@@ -213,6 +213,45 @@ def test_commit_writes_prepare_then_markers_then_complete() -> None:
     assert h.add("t", pid, epoch, A1) is E.NONE
 
 
+def test_add_partitions_can_wait_for_the_previous_transaction_to_complete() -> None:
+    h = Harness(add_partitions_wait_ms=50)
+    pid, epoch = begin(h, "t", A0)
+    h.markers.auto = False
+    assert h.end("t", pid, epoch, True) is E.NONE
+    waiting = h.coordinator.add_partitions("t", pid, epoch, [B0])
+    assert not waiting.done()
+    h.markers.deliver()  # markers in, CompleteCommit written: the waiting request goes ahead
+    assert done(waiting) is E.NONE
+    md = h.coordinator.transaction("t")
+    assert md is not None and md.state is S.ONGOING and md.partitions == {B0}
+
+
+def test_add_partitions_waits_at_most_its_bound() -> None:
+    h = Harness(add_partitions_wait_ms=50)
+    pid, epoch = begin(h, "t", A0)
+    h.markers.auto = False
+    assert h.end("t", pid, epoch, True) is E.NONE
+    waiting = h.coordinator.add_partitions("t", pid, epoch, [B0])
+    h.time.advance(49)
+    assert not waiting.done()
+    h.time.advance(1)
+    assert done(waiting) is E.CONCURRENT_TRANSACTIONS
+    h.markers.deliver()
+    assert h.add("t", pid, epoch, B0) is E.NONE
+    # A fenced producer does not wait: it is told at once.
+    assert h.add("t", pid, epoch + 5, B0) is E.INVALID_PRODUCER_EPOCH
+
+
+def test_waiting_requests_learn_of_an_unload() -> None:
+    h = Harness(add_partitions_wait_ms=50)
+    pid, epoch = begin(h, "t", A0)
+    h.markers.auto = False
+    assert h.end("t", pid, epoch, True) is E.NONE
+    waiting = h.coordinator.add_partitions("t", pid, epoch, [B0])
+    h.coordinator.unload_partition(h.coordinator.partition_for("t"))
+    assert done(waiting) is E.NOT_COORDINATOR
+
+
 def test_abort_retry_and_wrong_outcome_while_preparing() -> None:
     h = Harness()
     pid, epoch = begin(h)
