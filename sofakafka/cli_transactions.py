@@ -149,7 +149,7 @@ def _print(rows: list[dict[str, object]], columns: list[str], as_json: bool) -> 
     table = [columns] + [[str(row[c]) for c in columns] for row in rows]
     widths = [max(len(r[i]) for r in table) for i in range(len(columns))]
     for r in table:
-        print("\t".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
+        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
 
 
 def _list(client: KafkaClient, args: argparse.Namespace) -> int:
