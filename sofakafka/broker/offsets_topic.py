@@ -68,7 +68,8 @@ def read_offsets_log(lg: Log, buffer_size: int) -> LoadedRecords:
     return read_offsets_log_and_pending(lg, buffer_size)[0]
 
 
-def read_offsets_log_and_pending(lg: Log, buffer_size: int) -> tuple[LoadedRecords, dict[int, LoadedRecords]]:
+def read_offsets_log_and_pending(lg: Log, buffer_size: int
+                                 ) -> tuple[LoadedRecords, dict[int, LoadedRecords], int]:
     """Key/value pairs of ``lg`` from its log start to its log end, in the order they take effect.
 
     To the log end, not the high watermark, as Kafka's doLoadGroupsAndOffsets reads: a newly elected leader's
@@ -77,7 +78,8 @@ def read_offsets_log_and_pending(lg: Log, buffer_size: int) -> tuple[LoadedRecor
     Transactional offset commits take effect at their COMMIT marker and vanish at an ABORT, as in Kafka's
     GroupMetadataManager.doLoadGroupsAndOffsets; control records themselves carry no group state. Transactional
     records with no marker after them yet come back apart, per producer id: they are still pending (their marker
-    may come after a coordinator move). Runs on a read thread; Log.read works on a snapshot of the segment list,
+    may come after a coordinator move). The third value is the offset the read reached: a marker appended at or
+    after it is not in what was read. Runs on a read thread; Log.read works on a snapshot of the segment list,
     so concurrent appends are harmless.
     """
     out: LoadedRecords = []
@@ -109,7 +111,7 @@ def read_offsets_log_and_pending(lg: Log, buffer_size: int) -> tuple[LoadedRecor
                 out.extend(pairs)
         if not progressed:
             break
-    return out, pending
+    return out, pending, offset
 
 
 class OffsetsTopicWriter:
@@ -193,6 +195,8 @@ class GroupCoordinatorRuntime:
         self._epochs: dict[int, int] = {}
         self._known_topics: set[str] | None = None
         self._stopped = False
+        # Transaction markers appended to a partition while it loads: (producer id, commit, marker offset).
+        self._markers_while_loading: dict[int, list[tuple[int, bool, int]]] = {}
 
     @classmethod
     def start(cls, broker: Broker) -> GroupCoordinatorRuntime:
@@ -255,6 +259,7 @@ class GroupCoordinatorRuntime:
             if partition in led:
                 continue
             self._epochs.pop(partition, None)
+            self._markers_while_loading.pop(partition, None)
             loading = self._loads.pop(partition, None)
             if loading is not None:
                 loading.cancel()
@@ -275,10 +280,15 @@ class GroupCoordinatorRuntime:
             if part is None:
                 return
             buffer_size = self._broker.config.get_int("offsets.load.buffer.size")
-            records, pending = await rm.run_read(lambda: read_offsets_log_and_pending(part.log, buffer_size))
+            records, pending, read_to = await rm.run_read(lambda: read_offsets_log_and_pending(part.log,
+                                                                                              buffer_size))
             if self._loads.get(partition) is not asyncio.current_task() or self._stopped:
                 return  # unloaded while reading
             self.coordinator.load_partition(partition, records, pending)
+            # Markers written while the partition was being read, past what the read saw, settle now.
+            for producer_id, commit, offset in self._markers_while_loading.pop(partition, []):
+                if offset >= read_to:
+                    self.coordinator.complete_txn_offsets(producer_id, partition, commit)
             if records:
                 log.info("loaded %d records of %s-%d", len(records), GROUP_METADATA_TOPIC, partition)
         except asyncio.CancelledError:
@@ -296,6 +306,15 @@ class GroupCoordinatorRuntime:
     def _retry_loads(self) -> None:
         if not self._stopped:
             self.on_metadata_applied(self._broker.metadata())
+
+    def on_txn_marker(self, producer_id: int, partition: int, commit: bool, offset: int) -> None:
+        """A COMMIT/ABORT marker is in ``__consumer_offsets``/``partition`` at ``offset``: settle the producer's
+        pending offsets there now, or once the partition's load has run if it is loading (the read may or may not
+        have reached the marker; the offset says which)."""
+        if partition in self._loads:
+            self._markers_while_loading.setdefault(partition, []).append((producer_id, commit, offset))
+        else:
+            self.coordinator.complete_txn_offsets(producer_id, partition, commit)
 
     # -- creation on first use -----------------------------------------------------------------------------------------
     async def create_topic(self, requested_by: str | None) -> ErrorCode:

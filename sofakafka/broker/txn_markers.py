@@ -57,10 +57,10 @@ async def write_markers(broker: Broker, markers: Sequence[MarkerEntry]) -> list[
     rm = broker.replica_manager
     results = await rm.append_txn_markers(markers, broker.config.get_int("request.timeout.ms"))
     codes = [ErrorCode.for_code(r.error_code) for r in results]
-    groups = broker.group_coordinator
-    for (tp, producer_id, _, _, commit), code in zip(markers, codes, strict=True):
+    groups = broker.group_runtime
+    for (tp, producer_id, _, _, commit), code, result in zip(markers, codes, results, strict=True):
         if tp[0] == GROUP_METADATA_TOPIC and code is E.NONE:
-            groups.complete_txn_offsets(producer_id, tp[1], commit)
+            groups.on_txn_marker(producer_id, tp[1], commit, result.base_offset)
     return codes
 
 
