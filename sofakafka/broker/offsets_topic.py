@@ -46,6 +46,7 @@ from sofakafka.protocol.records import (
     iter_batches,
 )
 from sofakafka.storage.log import FetchIsolation, Log
+from sofakafka.storage.producer_state import AppendOrigin
 from sofakafka.storage.segment import wall_clock_ms
 
 log = logging.getLogger(__name__)
@@ -60,14 +61,23 @@ LoadedRecords = list[tuple[bytes | None, bytes | None]]
 
 
 def read_offsets_log(lg: Log, buffer_size: int) -> LoadedRecords:
+    """The committed key/value pairs of ``lg`` (see :func:`read_offsets_log_and_pending`)."""
+    return read_offsets_log_and_pending(lg, buffer_size)[0]
+
+
+def read_offsets_log_and_pending(lg: Log, buffer_size: int
+                                 ) -> tuple[LoadedRecords, dict[int, LoadedRecords], int]:
     """Key/value pairs of ``lg`` from its log start to its log end, in the order they take effect.
 
     To the log end, not the high watermark, as Kafka's doLoadGroupsAndOffsets reads: a newly elected leader's
     high watermark may lag until its followers fetch again, while every acknowledged commit is in its log.
 
     Transactional offset commits take effect at their COMMIT marker and vanish at an ABORT, as in Kafka's
-    GroupMetadataManager.doLoadGroupsAndOffsets; control records themselves carry no group state. Runs on a
-    read thread; Log.read works on a snapshot of the segment list, so concurrent appends are harmless.
+    GroupMetadataManager.doLoadGroupsAndOffsets; control records themselves carry no group state. Transactional
+    records with no marker after them yet come back apart, per producer id: they are still pending (their marker
+    may come after a coordinator move). The third value is the offset the read reached: a marker appended at or
+    after it is not in what was read. Runs on a read thread; Log.read works on a snapshot of the segment list,
+    so concurrent appends are harmless.
     """
     out: LoadedRecords = []
     pending: dict[int, LoadedRecords] = {}
@@ -98,7 +108,7 @@ def read_offsets_log(lg: Log, buffer_size: int) -> LoadedRecords:
                 out.extend(pairs)
         if not progressed:
             break
-    return out
+    return out, pending, offset
 
 
 class OffsetsTopicWriter:
@@ -115,6 +125,18 @@ class OffsetsTopicWriter:
         self.closed = False
 
     def append(self, partition: int, records: Sequence[OffsetsRecord], done: Callable[[ErrorCode], None]) -> None:
+        self._write(partition, records, done, RecordBatchBuilder(compression=self._compression))
+
+    def append_transactional(self, partition: int, records: Sequence[OffsetsRecord], producer_id: int,
+                             producer_epoch: int, done: Callable[[ErrorCode], None]) -> None:
+        """TxnOffsetCommit's batch: the producer's id and epoch, transactional, sequence 0 (as Kafka writes it;
+        a coordinator append checks the epoch, not sequences)."""
+        self._write(partition, records, done, RecordBatchBuilder(
+            compression=self._compression, producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=0,
+            is_transactional=True), origin=AppendOrigin.COORDINATOR)
+
+    def _write(self, partition: int, records: Sequence[OffsetsRecord], done: Callable[[ErrorCode], None],
+               builder: RecordBatchBuilder, origin: AppendOrigin = AppendOrigin.CLIENT) -> None:
         if self.closed:
             done(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             return
@@ -122,22 +144,22 @@ class OffsetsTopicWriter:
             done(ErrorCode.NONE)
             return
         now = wall_clock_ms()
-        builder = RecordBatchBuilder(compression=self._compression)
         for i, record in enumerate(records):
             builder.append_record(i, now, record.key, record.value)
         batch = builder.build()
         # Tasks start in creation order and each submits its append to the single append thread on its first
         # step, so the coordinator's appends reach the log in the order it issued them.
-        task = asyncio.get_running_loop().create_task(self._append(partition, batch, done))
+        task = asyncio.get_running_loop().create_task(self._append(partition, batch, done, origin))
         self._in_flight.add(task)
         task.add_done_callback(self._in_flight.discard)
 
-    async def _append(self, partition: int, batch: bytes, done: Callable[[ErrorCode], None]) -> None:
+    async def _append(self, partition: int, batch: bytes, done: Callable[[ErrorCode], None],
+                      origin: AppendOrigin) -> None:
         tp = (GROUP_METADATA_TOPIC, partition)
         try:
             results = await self._replica_manager().append_records(
                 acks=self._required_acks, timeout_ms=self._timeout_ms, entries=[(tp, batch)],
-                produce_version=_INTERNAL_PRODUCE_VERSION)
+                produce_version=_INTERNAL_PRODUCE_VERSION, origin=origin)
             result = results[tp]
             code = ErrorCode(result.error_code)
             if code is not ErrorCode.NONE:
@@ -170,6 +192,8 @@ class GroupCoordinatorRuntime:
         self._epochs: dict[int, int] = {}
         self._known_topics: set[str] | None = None
         self._stopped = False
+        # Transaction markers appended to a partition while it loads: (producer id, commit, marker offset).
+        self._markers_while_loading: dict[int, list[tuple[int, bool, int]]] = {}
 
     @classmethod
     def start(cls, broker: CoordinatorContext) -> GroupCoordinatorRuntime:
@@ -232,6 +256,7 @@ class GroupCoordinatorRuntime:
             if partition in led:
                 continue
             self._epochs.pop(partition, None)
+            self._markers_while_loading.pop(partition, None)
             loading = self._loads.pop(partition, None)
             if loading is not None:
                 loading.cancel()
@@ -252,10 +277,15 @@ class GroupCoordinatorRuntime:
             if part is None:
                 return
             buffer_size = self._broker.config.get_int("offsets.load.buffer.size")
-            records = await rm.run_read(lambda: read_offsets_log(part.log, buffer_size))
+            records, pending, read_to = await rm.run_read(lambda: read_offsets_log_and_pending(part.log,
+                                                                                              buffer_size))
             if self._loads.get(partition) is not asyncio.current_task() or self._stopped:
                 return  # unloaded while reading
-            self.coordinator.load_partition(partition, records)
+            self.coordinator.load_partition(partition, records, pending)
+            # Markers written while the partition was being read, past what the read saw, settle now.
+            for producer_id, commit, offset in self._markers_while_loading.pop(partition, []):
+                if offset >= read_to:
+                    self.coordinator.complete_txn_offsets(producer_id, partition, commit)
             if records:
                 log.info("loaded %d records of %s-%d", len(records), GROUP_METADATA_TOPIC, partition)
         except asyncio.CancelledError:
@@ -273,6 +303,15 @@ class GroupCoordinatorRuntime:
     def _retry_loads(self) -> None:
         if not self._stopped:
             self.on_metadata_applied(self._broker.metadata())
+
+    def on_txn_marker(self, producer_id: int, partition: int, commit: bool, offset: int) -> None:
+        """A COMMIT/ABORT marker is in ``__consumer_offsets``/``partition`` at ``offset``: settle the producer's
+        pending offsets there now, or once the partition's load has run if it is loading (the read may or may not
+        have reached the marker; the offset says which)."""
+        if partition in self._loads:
+            self._markers_while_loading.setdefault(partition, []).append((producer_id, commit, offset))
+        else:
+            self.coordinator.complete_txn_offsets(producer_id, partition, commit)
 
     # -- creation on first use -----------------------------------------------------------------------------------------
     async def create_topic(self, requested_by: str | None) -> ErrorCode:

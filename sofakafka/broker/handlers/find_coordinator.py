@@ -7,9 +7,9 @@ topic (offsets_topic.py: Kafka's createInternalTopic, which also refuses while f
 partition has no leader, or while this broker was elected but does not serve the partition yet (the same
 LeaderAndIsr-before-UpdateMetadata order the Metadata handler keeps). Clients retry that error.
 
-Key type 1 (transaction): the transaction coordinator is not part of this broker yet (a later issue), so every
-transactional id is answered COORDINATOR_NOT_AVAILABLE, which transactional producers retry until their own
-timeout. Any other key type is INVALID_REQUEST.
+Key type 1 (transaction): the same for a transactional id and ``__transaction_state`` (partition
+``abs(String.hashCode(transactional_id)) % partitions``, created on first use by transaction_topic.py with
+Kafka's enforced configs and ``transaction.state.log.*``). Any other key type is INVALID_REQUEST.
 
 The coordinator's address is given on the listener the client connected through. Version notes: v1 adds
 ``key_type``, the throttle time and ``error_message`` (Kafka sends "NONE" on success); v2 changes only
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from sofakafka.broker.handlers import RequestContext, handles
 from sofakafka.broker.offsets_topic import GROUP_METADATA_TOPIC
+from sofakafka.broker.txn import TRANSACTION_STATE_TOPIC
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
@@ -43,21 +44,27 @@ def _error(code: ErrorCode) -> FindCoordinatorResponse:
 @handles(ApiKey.FIND_COORDINATOR, 0, 3)
 async def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     key_type = request.key_type if ctx.api_version >= 1 else KEY_TYPE_GROUP
-    if key_type == KEY_TYPE_TRANSACTION:
-        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    if key_type != KEY_TYPE_GROUP:
-        return _error(ErrorCode.INVALID_REQUEST)
     broker = ctx.broker
     snap = broker.metadata()
-    topic = snap.topics.get(GROUP_METADATA_TOPIC)
-    if topic is None:
-        return _error(await broker.group_runtime.create_topic(ctx.client_id))
-    partition = topic.partitions.get(broker.group_coordinator.partition_for(request.key))
+    if key_type == KEY_TYPE_GROUP:
+        topic_name = GROUP_METADATA_TOPIC
+        topic = snap.topics.get(topic_name)
+        if topic is None:
+            return _error(await broker.group_runtime.create_topic(ctx.client_id))
+        index = broker.group_coordinator.partition_for(request.key)
+    elif key_type == KEY_TYPE_TRANSACTION:
+        topic_name = TRANSACTION_STATE_TOPIC
+        topic = snap.topics.get(topic_name)
+        if topic is None:
+            return _error(await broker.transaction_runtime.create_topic(ctx.client_id))
+        index = broker.transaction_coordinator.partition_for(request.key)
+    else:
+        return _error(ErrorCode.INVALID_REQUEST)
+    partition = topic.partitions.get(index)
     if partition is None or partition.leader < 0:
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     leader = partition.leader
-    if leader == broker.broker_id and broker.replica_manager.get_partition(
-            (GROUP_METADATA_TOPIC, partition.partition)) is None:
+    if leader == broker.broker_id and broker.replica_manager.get_partition((topic_name, partition.partition)) is None:
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     endpoint = snap.endpoint(leader, ctx.listener_name)
     if endpoint is None:

@@ -1,0 +1,251 @@
+"""``__transaction_state`` on this broker: the transaction coordinator's log, created on first use, loaded on leadership.
+
+The coordinator (:mod:`sofakafka.broker.txn`) is pure logic; this module gives it a world, as
+``offsets_topic.py`` does for the group coordinator:
+
+* its writer appends one uncompressed v2 batch per call through the replica manager with acks=all (Kafka
+  enforces both for this topic), with the transaction's timeout as the append timeout;
+* its timers (timed-out transaction aborts, transactional id expiry, marker retries) run on the event loop;
+* its markers go through :class:`~sofakafka.broker.txn_markers.MarkerSender`: locally for partitions this broker
+  leads, as WriteTxnMarkers to the other leaders;
+* after every metadata change it follows the replica manager: a ``__transaction_state`` partition this broker
+  starts leading (or leads again under a new leader epoch, which becomes the coordinator epoch written into the
+  markers) is read from its log start to its log end on a read thread and replayed, and transactions found in
+  PrepareCommit/PrepareAbort get their markers; a partition that moved away is unloaded. Its ids answer
+  COORDINATOR_LOAD_IN_PROGRESS while loading, NOT_COORDINATOR once it is gone, so a ZooKeeper cluster's
+  coordinator moves with the partition's leadership.
+
+It sees the broker as a :class:`~sofakafka.broker.context.CoordinatorContext`; the broker hands it the group
+runtime's ``on_txn_marker`` so a marker in ``__consumer_offsets`` settles the transactional offsets it decides,
+and handlers reach it as ``ctx.broker.transaction_runtime`` (context.py's ``TransactionRuntime``).
+
+Creation follows Kafka 2.6: the first FindCoordinator for a transactional id creates the topic with
+``transaction.state.log.num.partitions`` partitions, ``transaction.state.log.replication.factor`` replicas and the
+enforced configs (``cleanup.policy=compact``, ``compression.type=uncompressed``,
+``unclean.leader.election.enable=false``, ``min.insync.replicas=transaction.state.log.min.isr``,
+``segment.bytes=transaction.state.log.segment.bytes``), answering COORDINATOR_NOT_AVAILABLE so the client asks
+again once leaders exist; with fewer live brokers than the replication factor creation is refused and logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from sofakafka.broker.context import CoordinatorContext
+from sofakafka.broker.group import SystemClock
+from sofakafka.broker.group.asyncio_bridge import LoopScheduler
+from sofakafka.broker.offsets_topic import read_offsets_log
+from sofakafka.broker.replica_manager import MarkerEntry, TopicPartition
+from sofakafka.broker.txn import TRANSACTION_STATE_TOPIC, TransactionCoordinator, TxnConfig
+from sofakafka.broker.txn_markers import MarkerSender, OffsetsMarkerListener, TxnVerifier, write_markers
+from sofakafka.controller.metadata import ClusterMetadata
+from sofakafka.controller.topics import NewTopic
+from sofakafka.protocol.errors import ErrorCode, KafkaError
+from sofakafka.protocol.records import RecordBatchBuilder
+from sofakafka.storage.segment import wall_clock_ms
+
+log = logging.getLogger(__name__)
+
+_INTERNAL_PRODUCE_VERSION = 8
+_LOAD_RETRY_MS = 5000
+
+
+class TransactionLogWriter:
+    """The coordinator's TxnLogWriter: one acks=all uncompressed append per call, answered on the loop."""
+
+    def __init__(self, ctx: CoordinatorContext) -> None:
+        self._ctx = ctx
+        self._in_flight: set[asyncio.Task[None]] = set()
+        self.closed = False
+
+    def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]], timeout_ms: int,
+               done: Callable[[ErrorCode], None]) -> None:
+        if self.closed:
+            done(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return
+        now = wall_clock_ms()
+        builder = RecordBatchBuilder()
+        for i, (key, value) in enumerate(records):
+            builder.append_record(i, now, key, value)
+        # Created in order, each task hands its append to the single append thread at its first step: the
+        # coordinator's writes reach the log in the order it issued them.
+        task = asyncio.get_running_loop().create_task(self._append(partition, builder.build(), timeout_ms, done))
+        self._in_flight.add(task)
+        task.add_done_callback(self._in_flight.discard)
+
+    async def _append(self, partition: int, batch: bytes, timeout_ms: int, done: Callable[[ErrorCode], None]) -> None:
+        tp = (TRANSACTION_STATE_TOPIC, partition)
+        try:
+            results = await self._ctx.replica_manager.append_records(
+                acks=-1, timeout_ms=timeout_ms, entries=[(tp, batch)], produce_version=_INTERNAL_PRODUCE_VERSION)
+            code = ErrorCode.for_code(results[tp].error_code)
+            if code is not ErrorCode.NONE:
+                log.warning("appending to %s-%d failed: %s %s", tp[0], partition, code.name,
+                            results[tp].error_message or "")
+        except asyncio.CancelledError:
+            done(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            raise
+        except Exception:
+            log.exception("appending to %s-%d failed", tp[0], partition)
+            code = ErrorCode.UNKNOWN_SERVER_ERROR
+        done(code)
+
+    async def close(self) -> None:
+        self.closed = True
+        if self._in_flight:
+            await asyncio.gather(*self._in_flight, return_exceptions=True)
+
+
+class TransactionCoordinatorRuntime:
+    """The coordinator, its writer and marker sender, the verifier, and which partitions are loaded."""
+
+    def __init__(self, ctx: CoordinatorContext, on_offsets_marker: OffsetsMarkerListener) -> None:
+        self._ctx = ctx
+        self._on_offsets_marker = on_offsets_marker
+        config = ctx.config
+        self._executor = ThreadPoolExecutor(4, thread_name_prefix="txn-inter-broker")
+        self._writer = TransactionLogWriter(ctx)
+        self._markers = MarkerSender(ctx, self.write_markers, self._executor)
+        existing = ctx.metadata().topics.get(TRANSACTION_STATE_TOPIC)
+        # The topic's real partition count decides where ids live; the config only matters at creation.
+        partition_count = len(existing.partitions) if existing is not None and existing.partitions else None
+        self.coordinator = TransactionCoordinator(
+            config=TxnConfig.from_config(config), clock=SystemClock(), scheduler=LoopScheduler(asyncio.get_running_loop()),
+            writer=self._writer, markers=self._markers, partition_count=partition_count)
+        self._verifier = TxnVerifier(ctx, self.coordinator.verify_partitions, self._executor)
+        self._loads: dict[int, asyncio.Task[None]] = {}
+        self._epochs: dict[int, int] = {}
+        self._stopped = False
+
+    @classmethod
+    def start(cls, ctx: CoordinatorContext, on_offsets_marker: OffsetsMarkerListener) -> TransactionCoordinatorRuntime:
+        """The runtime, its coordinator's timers started; ``on_offsets_marker`` settles transactional offsets."""
+        runtime = cls(ctx, on_offsets_marker)
+        runtime.coordinator.start()
+        return runtime
+
+    # -- what handlers use (context.py's TransactionRuntime) ----------------------------------------------------
+    async def write_markers(self, markers: Sequence[MarkerEntry]) -> list[ErrorCode]:
+        """The partition side of WriteTxnMarkers (also the coordinator's markers to partitions led here)."""
+        return await write_markers(self._ctx, markers, self._on_offsets_marker)
+
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions: Sequence[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """Whether the partitions are in the producer's ongoing transaction, asked of the id's coordinator."""
+        return await self._verifier.verify(transactional_id, producer_id, producer_epoch, partitions)
+
+    # -- leadership of __transaction_state partitions -----------------------------------------------------------
+    def on_metadata_applied(self, snapshot: ClusterMetadata) -> None:
+        if self._stopped:
+            return
+        rm = self._ctx.replica_manager
+        epochs = {p.partition: p.leader_epoch for p in rm.partitions if p.topic == TRANSACTION_STATE_TOPIC}
+        coordinator = self.coordinator
+        topic = snapshot.topics.get(TRANSACTION_STATE_TOPIC)
+        if topic is not None and topic.partitions and len(topic.partitions) != coordinator.partition_count \
+                and not coordinator.transactions() and not self._loads:
+            # Created after this broker started (by another broker, or with another count than our config).
+            coordinator.partition_count = len(topic.partitions)
+        for partition in sorted(epochs):
+            if partition >= coordinator.partition_count:
+                continue
+            epoch = epochs[partition]
+            if self._epochs.get(partition) == epoch and (partition in self._loads or coordinator.owns(partition)):
+                continue
+            stale = self._loads.pop(partition, None)
+            if stale is not None:
+                stale.cancel()
+            log.info("loading %s-%d at coordinator epoch %d", TRANSACTION_STATE_TOPIC, partition, epoch)
+            self._epochs[partition] = epoch
+            coordinator.begin_loading(partition, epoch)
+            self._loads[partition] = asyncio.get_running_loop().create_task(
+                self._load(partition, epoch), name=f"load {TRANSACTION_STATE_TOPIC}-{partition}")
+        for partition in range(coordinator.partition_count):
+            if partition in epochs:
+                continue
+            self._epochs.pop(partition, None)
+            loading = self._loads.pop(partition, None)
+            if loading is not None:
+                loading.cancel()
+            if loading is not None or coordinator.owns(partition) or coordinator.is_loading(partition):
+                log.info("no longer the coordinator of %s-%d: unloading its transactions", TRANSACTION_STATE_TOPIC,
+                         partition)
+                coordinator.unload_partition(partition)
+
+    async def _load(self, partition: int, epoch: int) -> None:
+        rm = self._ctx.replica_manager
+        try:
+            part = rm.get_partition((TRANSACTION_STATE_TOPIC, partition))
+            if part is None:
+                return
+            buffer_size = self._ctx.config.get_int("transaction.state.log.load.buffer.size")
+            records = await rm.run_read(lambda: read_offsets_log(part.log, buffer_size))
+            if self._loads.get(partition) is not asyncio.current_task() or self._stopped:
+                return
+            self.coordinator.load_partition(partition, epoch, records)
+            log.info("loaded %d records of %s-%d", len(records), TRANSACTION_STATE_TOPIC, partition)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # Its ids keep answering COORDINATOR_LOAD_IN_PROGRESS rather than serving a state that misses records.
+            log.exception("loading %s-%d failed; retrying in %d ms", TRANSACTION_STATE_TOPIC, partition,
+                          _LOAD_RETRY_MS)
+            self._epochs.pop(partition, None)
+            asyncio.get_running_loop().call_later(_LOAD_RETRY_MS / 1000, self._retry_loads)
+        finally:
+            if self._loads.get(partition) is asyncio.current_task():
+                del self._loads[partition]
+
+    def _retry_loads(self) -> None:
+        if not self._stopped:
+            self.on_metadata_applied(self._ctx.metadata())
+
+    # -- creation on first use ----------------------------------------------------------------------------------
+    async def create_topic(self, requested_by: str | None) -> ErrorCode:
+        """Create ``__transaction_state`` as Kafka's createInternalTopic does; the answer for the asking client."""
+        ctx = self._ctx
+        config = ctx.config
+        replication_factor = config.get_int("transaction.state.log.replication.factor")
+        alive = len(ctx.metadata().alive_broker_ids())
+        if alive < replication_factor:
+            log.error("Number of alive brokers '%d' does not meet the required replication factor '%d' for the "
+                      "transactions state topic (configured via 'transaction.state.log.replication.factor'). This "
+                      "error can be ignored if the cluster is starting up and not all brokers are up yet.",
+                      alive, replication_factor)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        new = NewTopic(
+            TRANSACTION_STATE_TOPIC,
+            num_partitions=config.get_int("transaction.state.log.num.partitions"),
+            replication_factor=replication_factor,
+            configs={
+                "cleanup.policy": "compact",
+                "compression.type": "uncompressed",
+                "unclean.leader.election.enable": "false",
+                "min.insync.replicas": str(config.get_int("transaction.state.log.min.isr")),
+                "segment.bytes": str(config.get_int("transaction.state.log.segment.bytes")),
+            },
+        )
+        admin = ctx.topic_admin
+        try:
+            created = await ctx.run_blocking(lambda: admin.create_topic(new))
+            log.info("created %s with %d partitions, replication factor %d (first requested by %s)",
+                     TRANSACTION_STATE_TOPIC, created.num_partitions, created.replication_factor, requested_by)
+        except KafkaError as exc:
+            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                log.warning("creating %s failed: %s", TRANSACTION_STATE_TOPIC, exc)
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+    # -- shutdown ---------------------------------------------------------------------------------------------------
+    async def shutdown(self) -> None:
+        self._stopped = True
+        for task in self._loads.values():
+            task.cancel()
+        self._loads.clear()
+        self.coordinator.shutdown()
+        await self._writer.close()
+        await self._markers.close()
+        await self._verifier.close()
+        self._executor.shutdown(wait=False, cancel_futures=True)
