@@ -33,10 +33,11 @@ from collections.abc import Callable, Sequence
 from sofakafka.broker.context import CoordinatorContext
 from sofakafka.broker.group import GroupConfig, GroupCoordinator, OffsetsRecord, SystemClock
 from sofakafka.broker.group.asyncio_bridge import LoopScheduler
+from sofakafka.broker.internal_topic import InternalTopicAppender, create_internal_topic
 from sofakafka.broker.replica_manager import ReplicaManager
 from sofakafka.controller.metadata import ClusterMetadata
 from sofakafka.controller.topics import NewTopic
-from sofakafka.protocol.errors import ErrorCode, KafkaError
+from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.records import (
     MAGIC_V2,
     ControlRecordType,
@@ -52,8 +53,6 @@ from sofakafka.storage.segment import wall_clock_ms
 log = logging.getLogger(__name__)
 
 GROUP_METADATA_TOPIC = "__consumer_offsets"
-# Produce v8 accepts every codec (zstd needs v7+) and is what a 2.6 broker's own appends correspond to.
-_INTERNAL_PRODUCE_VERSION = 8
 
 _LOAD_RETRY_MS = 5000
 
@@ -112,17 +111,19 @@ def read_offsets_log_and_pending(lg: Log, buffer_size: int
 
 
 class OffsetsTopicWriter:
-    """The coordinator's RecordWriter: one internal acks=-1 append per call, answered on the loop."""
+    """The coordinator's RecordWriter: one internal append per call (``offsets.commit.required.acks``), answered
+    on the loop."""
 
     def __init__(self, replica_manager: Callable[[], ReplicaManager], *, compression_codec: int,
                  timeout_ms: int, required_acks: int = -1) -> None:
-        self._replica_manager = replica_manager
+        self._appender = InternalTopicAppender(replica_manager, GROUP_METADATA_TOPIC)
         self._compression = compression_codec
         self._timeout_ms = timeout_ms
         self._required_acks = required_acks
-        # Tasks are kept referenced until they finish: the loop holds only weak references to them.
-        self._in_flight: set[asyncio.Task[None]] = set()
-        self.closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._appender.closed
 
     def append(self, partition: int, records: Sequence[OffsetsRecord], done: Callable[[ErrorCode], None]) -> None:
         self._write(partition, records, done, RecordBatchBuilder(compression=self._compression))
@@ -137,47 +138,18 @@ class OffsetsTopicWriter:
 
     def _write(self, partition: int, records: Sequence[OffsetsRecord], done: Callable[[ErrorCode], None],
                builder: RecordBatchBuilder, origin: AppendOrigin = AppendOrigin.CLIENT) -> None:
-        if self.closed:
-            done(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            return
         if not records:
-            done(ErrorCode.NONE)
+            done(ErrorCode.NOT_LEADER_OR_FOLLOWER if self.closed else ErrorCode.NONE)
             return
         now = wall_clock_ms()
         for i, record in enumerate(records):
             builder.append_record(i, now, record.key, record.value)
-        batch = builder.build()
-        # Tasks start in creation order and each submits its append to the single append thread on its first
-        # step, so the coordinator's appends reach the log in the order it issued them.
-        task = asyncio.get_running_loop().create_task(self._append(partition, batch, done, origin))
-        self._in_flight.add(task)
-        task.add_done_callback(self._in_flight.discard)
-
-    async def _append(self, partition: int, batch: bytes, done: Callable[[ErrorCode], None],
-                      origin: AppendOrigin) -> None:
-        tp = (GROUP_METADATA_TOPIC, partition)
-        try:
-            results = await self._replica_manager().append_records(
-                acks=self._required_acks, timeout_ms=self._timeout_ms, entries=[(tp, batch)],
-                produce_version=_INTERNAL_PRODUCE_VERSION, origin=origin)
-            result = results[tp]
-            code = ErrorCode(result.error_code)
-            if code is not ErrorCode.NONE:
-                log.warning("appending to %s-%d failed: %s %s", tp[0], partition, code.name,
-                            result.error_message or "")
-        except asyncio.CancelledError:
-            done(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            raise
-        except Exception:
-            log.exception("appending to %s-%d failed", tp[0], partition)
-            code = ErrorCode.UNKNOWN_SERVER_ERROR
-        done(code)
+        self._appender.append(partition, builder.build(), done, acks=self._required_acks,
+                              timeout_ms=self._timeout_ms, origin=origin)
 
     async def close(self) -> None:
         """Let appends already issued finish (their members are waiting for the answer), refuse new ones."""
-        self.closed = True
-        if self._in_flight:
-            await asyncio.gather(*self._in_flight, return_exceptions=True)
+        await self._appender.close()
 
 
 class GroupCoordinatorRuntime:
@@ -316,35 +288,20 @@ class GroupCoordinatorRuntime:
     # -- creation on first use -----------------------------------------------------------------------------------------
     async def create_topic(self, requested_by: str | None) -> ErrorCode:
         """Create ``__consumer_offsets`` as Kafka's createInternalTopic does; the answer for the asking client."""
-        broker = self._broker
-        config = broker.config
-        replication_factor = config.get_int("offsets.topic.replication.factor")
-        alive = len(broker.metadata().alive_broker_ids())
-        if alive < replication_factor:
-            log.error("Number of alive brokers '%d' does not meet the required replication factor '%d' for the "
-                      "offsets topic (configured via 'offsets.topic.replication.factor'). This error can be "
-                      "ignored if the cluster is starting up and not all brokers are up yet.",
-                      alive, replication_factor)
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        config = self._broker.config
         new = NewTopic(
             GROUP_METADATA_TOPIC,
             num_partitions=config.get_int("offsets.topic.num.partitions"),
-            replication_factor=replication_factor,
+            replication_factor=config.get_int("offsets.topic.replication.factor"),
             configs={
                 "cleanup.policy": "compact",
                 "compression.type": "producer",
                 "segment.bytes": str(config.get_int("offsets.topic.segment.bytes")),
             },
         )
-        admin = broker.topic_admin
-        try:
-            created = await broker.run_blocking(lambda: admin.create_topic(new))
-            log.info("created %s with %d partitions, replication factor %d (first requested by %s)",
-                     GROUP_METADATA_TOPIC, created.num_partitions, created.replication_factor, requested_by)
-        except KafkaError as exc:
-            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                log.warning("creating %s failed: %s", GROUP_METADATA_TOPIC, exc)
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return await create_internal_topic(self._broker, new, description="offsets topic",
+                                           replication_factor_key="offsets.topic.replication.factor",
+                                           requested_by=requested_by)
 
     # -- shutdown -------------------------------------------------------------------------------------------------------
     async def shutdown(self) -> None:

@@ -37,19 +37,19 @@ from concurrent.futures import ThreadPoolExecutor
 from sofakafka.broker.context import CoordinatorContext
 from sofakafka.broker.group import SystemClock
 from sofakafka.broker.group.asyncio_bridge import LoopScheduler
+from sofakafka.broker.internal_topic import InternalTopicAppender, create_internal_topic
 from sofakafka.broker.offsets_topic import read_offsets_log
 from sofakafka.broker.replica_manager import MarkerEntry, TopicPartition
 from sofakafka.broker.txn import TRANSACTION_STATE_TOPIC, TransactionCoordinator, TxnConfig
 from sofakafka.broker.txn_markers import MarkerSender, OffsetsMarkerListener, TxnVerifier, write_markers
 from sofakafka.controller.metadata import ClusterMetadata
 from sofakafka.controller.topics import NewTopic
-from sofakafka.protocol.errors import ErrorCode, KafkaError
+from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.records import RecordBatchBuilder
 from sofakafka.storage.segment import wall_clock_ms
 
 log = logging.getLogger(__name__)
 
-_INTERNAL_PRODUCE_VERSION = 8
 _LOAD_RETRY_MS = 5000
 
 
@@ -57,46 +57,18 @@ class TransactionLogWriter:
     """The coordinator's TxnLogWriter: one acks=all uncompressed append per call, answered on the loop."""
 
     def __init__(self, ctx: CoordinatorContext) -> None:
-        self._ctx = ctx
-        self._in_flight: set[asyncio.Task[None]] = set()
-        self.closed = False
+        self._appender = InternalTopicAppender(lambda: ctx.replica_manager, TRANSACTION_STATE_TOPIC)
 
     def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]], timeout_ms: int,
                done: Callable[[ErrorCode], None]) -> None:
-        if self.closed:
-            done(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            return
         now = wall_clock_ms()
         builder = RecordBatchBuilder()
         for i, (key, value) in enumerate(records):
             builder.append_record(i, now, key, value)
-        # Created in order, each task hands its append to the single append thread at its first step: the
-        # coordinator's writes reach the log in the order it issued them.
-        task = asyncio.get_running_loop().create_task(self._append(partition, builder.build(), timeout_ms, done))
-        self._in_flight.add(task)
-        task.add_done_callback(self._in_flight.discard)
-
-    async def _append(self, partition: int, batch: bytes, timeout_ms: int, done: Callable[[ErrorCode], None]) -> None:
-        tp = (TRANSACTION_STATE_TOPIC, partition)
-        try:
-            results = await self._ctx.replica_manager.append_records(
-                acks=-1, timeout_ms=timeout_ms, entries=[(tp, batch)], produce_version=_INTERNAL_PRODUCE_VERSION)
-            code = ErrorCode.for_code(results[tp].error_code)
-            if code is not ErrorCode.NONE:
-                log.warning("appending to %s-%d failed: %s %s", tp[0], partition, code.name,
-                            results[tp].error_message or "")
-        except asyncio.CancelledError:
-            done(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            raise
-        except Exception:
-            log.exception("appending to %s-%d failed", tp[0], partition)
-            code = ErrorCode.UNKNOWN_SERVER_ERROR
-        done(code)
+        self._appender.append(partition, builder.build(), done, acks=-1, timeout_ms=timeout_ms)
 
     async def close(self) -> None:
-        self.closed = True
-        if self._in_flight:
-            await asyncio.gather(*self._in_flight, return_exceptions=True)
+        await self._appender.close()
 
 
 class TransactionCoordinatorRuntime:
@@ -206,20 +178,11 @@ class TransactionCoordinatorRuntime:
     # -- creation on first use ----------------------------------------------------------------------------------
     async def create_topic(self, requested_by: str | None) -> ErrorCode:
         """Create ``__transaction_state`` as Kafka's createInternalTopic does; the answer for the asking client."""
-        ctx = self._ctx
-        config = ctx.config
-        replication_factor = config.get_int("transaction.state.log.replication.factor")
-        alive = len(ctx.metadata().alive_broker_ids())
-        if alive < replication_factor:
-            log.error("Number of alive brokers '%d' does not meet the required replication factor '%d' for the "
-                      "transactions state topic (configured via 'transaction.state.log.replication.factor'). This "
-                      "error can be ignored if the cluster is starting up and not all brokers are up yet.",
-                      alive, replication_factor)
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        config = self._ctx.config
         new = NewTopic(
             TRANSACTION_STATE_TOPIC,
             num_partitions=config.get_int("transaction.state.log.num.partitions"),
-            replication_factor=replication_factor,
+            replication_factor=config.get_int("transaction.state.log.replication.factor"),
             configs={
                 "cleanup.policy": "compact",
                 "compression.type": "uncompressed",
@@ -228,15 +191,9 @@ class TransactionCoordinatorRuntime:
                 "segment.bytes": str(config.get_int("transaction.state.log.segment.bytes")),
             },
         )
-        admin = ctx.topic_admin
-        try:
-            created = await ctx.run_blocking(lambda: admin.create_topic(new))
-            log.info("created %s with %d partitions, replication factor %d (first requested by %s)",
-                     TRANSACTION_STATE_TOPIC, created.num_partitions, created.replication_factor, requested_by)
-        except KafkaError as exc:
-            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                log.warning("creating %s failed: %s", TRANSACTION_STATE_TOPIC, exc)
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return await create_internal_topic(self._ctx, new, description="transactions state topic",
+                                           replication_factor_key="transaction.state.log.replication.factor",
+                                           requested_by=requested_by)
 
     # -- shutdown ---------------------------------------------------------------------------------------------------
     async def shutdown(self) -> None:
