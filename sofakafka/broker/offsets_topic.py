@@ -33,7 +33,11 @@ from collections.abc import Callable, Sequence
 from sofakafka.broker.context import CoordinatorContext
 from sofakafka.broker.group import GroupConfig, GroupCoordinator, OffsetsRecord, SystemClock
 from sofakafka.broker.group.asyncio_bridge import LoopScheduler
-from sofakafka.broker.internal_topic import InternalTopicAppender, create_internal_topic
+from sofakafka.broker.internal_topic import (
+    CoordinatorPartitions,
+    InternalTopicAppender,
+    create_internal_topic,
+)
 from sofakafka.broker.replica_manager import ReplicaManager
 from sofakafka.controller.metadata import ClusterMetadata
 from sofakafka.controller.topics import NewTopic
@@ -54,7 +58,6 @@ log = logging.getLogger(__name__)
 
 GROUP_METADATA_TOPIC = "__consumer_offsets"
 
-_LOAD_RETRY_MS = 5000
 
 LoadedRecords = list[tuple[bytes | None, bytes | None]]
 
@@ -152,18 +155,18 @@ class OffsetsTopicWriter:
         await self._appender.close()
 
 
-class GroupCoordinatorRuntime:
-    """The coordinator, its writer, and the bookkeeping of which offsets partitions are loaded."""
+class GroupCoordinatorRuntime(CoordinatorPartitions[tuple[LoadedRecords, dict[int, LoadedRecords], int]]):
+    """The coordinator, its writer, and which offsets partitions are loaded (internal_topic.py's
+    CoordinatorPartitions)."""
+
+    topic = GROUP_METADATA_TOPIC
+    what = "groups"
 
     def __init__(self, broker: CoordinatorContext, coordinator: GroupCoordinator, writer: OffsetsTopicWriter) -> None:
-        self._broker = broker
+        super().__init__(broker)
         self.coordinator = coordinator
         self._writer = writer
-        self._loads: dict[int, asyncio.Task[None]] = {}
-        # The leader epoch each offsets partition was (or is being) loaded under.
-        self._epochs: dict[int, int] = {}
         self._known_topics: set[str] | None = None
-        self._stopped = False
         # Transaction markers appended to a partition while it loads: (producer id, commit, marker offset).
         self._markers_while_loading: dict[int, list[tuple[int, bool, int]]] = {}
 
@@ -202,79 +205,47 @@ class GroupCoordinatorRuntime:
         """Load what we now lead, unload what we no longer lead, forget the offsets of deleted topics."""
         if self._stopped:
             return
-        rm = self._broker.replica_manager
-        epochs = {p.partition: p.leader_epoch for p in rm.partitions if p.topic == GROUP_METADATA_TOPIC}
-        led = set(epochs)
-        coordinator = self.coordinator
-        for partition in sorted(led):
-            if partition >= coordinator.partition_count:
-                continue  # a partition added to the topic later: Kafka never maps a group there either
-            loaded_epoch = self._epochs.get(partition)
-            if loaded_epoch is not None and loaded_epoch != epochs[partition]:
-                # Led again under a new epoch: whatever happened meanwhile is in the log, not in our memory.
-                log.info("new leader epoch %d of %s-%d: reloading its groups", epochs[partition],
-                         GROUP_METADATA_TOPIC, partition)
-                stale = self._loads.pop(partition, None)
-                if stale is not None:
-                    stale.cancel()
-                coordinator.unload_partition(partition)
-            self._epochs[partition] = epochs[partition]
-            if partition not in self._loads and not coordinator.owns(partition):
-                coordinator.begin_loading(partition)
-                task = asyncio.get_running_loop().create_task(self._load(partition),
-                                                              name=f"load {GROUP_METADATA_TOPIC}-{partition}")
-                self._loads[partition] = task
-        for partition in range(coordinator.partition_count):
-            if partition in led:
-                continue
-            self._epochs.pop(partition, None)
-            self._markers_while_loading.pop(partition, None)
-            loading = self._loads.pop(partition, None)
-            if loading is not None:
-                loading.cancel()
-            if loading is not None or coordinator.owns(partition):
-                log.info("no longer the coordinator of %s-%d: unloading its groups", GROUP_METADATA_TOPIC, partition)
-                coordinator.unload_partition(partition)
+        self.follow_leadership()
         topics = set(snapshot.topics)
         if self._known_topics is not None:
             deleted = sorted(t for t in self._known_topics - topics if t != GROUP_METADATA_TOPIC)
             if deleted:
-                coordinator.on_topics_deleted(deleted)
+                self.coordinator.on_topics_deleted(deleted)
         self._known_topics = topics
 
-    async def _load(self, partition: int) -> None:
-        rm = self._broker.replica_manager
-        try:
-            part = rm.get_partition((GROUP_METADATA_TOPIC, partition))
-            if part is None:
-                return
-            buffer_size = self._broker.config.get_int("offsets.load.buffer.size")
-            records, pending, read_to = await rm.run_read(lambda: read_offsets_log_and_pending(part.log,
-                                                                                              buffer_size))
-            if self._loads.get(partition) is not asyncio.current_task() or self._stopped:
-                return  # unloaded while reading
-            self.coordinator.load_partition(partition, records, pending)
-            # Markers written while the partition was being read, past what the read saw, settle now.
-            for producer_id, commit, offset in self._markers_while_loading.pop(partition, []):
-                if offset >= read_to:
-                    self.coordinator.complete_txn_offsets(producer_id, partition, commit)
-            if records:
-                log.info("loaded %d records of %s-%d", len(records), GROUP_METADATA_TOPIC, partition)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            # The partition stays in loading (its groups answer COORDINATOR_LOAD_IN_PROGRESS) rather than
-            # serving a state that misses what the log holds; it is tried again a little later.
-            log.exception("loading %s-%d failed; retrying in %d ms", GROUP_METADATA_TOPIC, partition,
-                          _LOAD_RETRY_MS)
-            asyncio.get_running_loop().call_later(_LOAD_RETRY_MS / 1000, self._retry_loads)
-        finally:
-            if self._loads.get(partition) is asyncio.current_task():
-                del self._loads[partition]
+    def _partition_count(self) -> int:
+        return self.coordinator.partition_count
 
-    def _retry_loads(self) -> None:
-        if not self._stopped:
-            self.on_metadata_applied(self._broker.metadata())
+    def _owns(self, partition: int) -> bool:
+        return self.coordinator.owns(partition)
+
+    def _begin_loading(self, partition: int, epoch: int, reloading: bool) -> None:
+        if reloading:
+            # Led again under a new epoch: whatever happened meanwhile is in the log, not in our memory.
+            self.coordinator.unload_partition(partition)
+        self.coordinator.begin_loading(partition)
+
+    def _unload(self, partition: int) -> None:
+        self.coordinator.unload_partition(partition)
+
+    def _left(self, partition: int) -> None:
+        self._markers_while_loading.pop(partition, None)
+
+    def _buffer_size(self) -> int:
+        return self._ctx.config.get_int("offsets.load.buffer.size")
+
+    def _read(self, lg: Log) -> tuple[LoadedRecords, dict[int, LoadedRecords], int]:
+        return read_offsets_log_and_pending(lg, self._buffer_size())
+
+    def _apply(self, partition: int, epoch: int, loaded: tuple[LoadedRecords, dict[int, LoadedRecords], int]) -> None:
+        records, pending, read_to = loaded
+        self.coordinator.load_partition(partition, records, pending)
+        # Markers written while the partition was being read, past what the read saw, settle now.
+        for producer_id, commit, offset in self._markers_while_loading.pop(partition, []):
+            if offset >= read_to:
+                self.coordinator.complete_txn_offsets(producer_id, partition, commit)
+        if records:
+            log.info("loaded %d records of %s-%d", len(records), GROUP_METADATA_TOPIC, partition)
 
     def on_txn_marker(self, producer_id: int, partition: int, commit: bool, offset: int) -> None:
         """A COMMIT/ABORT marker is in ``__consumer_offsets``/``partition`` at ``offset``: settle the producer's
@@ -288,7 +259,7 @@ class GroupCoordinatorRuntime:
     # -- creation on first use -----------------------------------------------------------------------------------------
     async def create_topic(self, requested_by: str | None) -> ErrorCode:
         """Create ``__consumer_offsets`` as Kafka's createInternalTopic does; the answer for the asking client."""
-        config = self._broker.config
+        config = self._ctx.config
         new = NewTopic(
             GROUP_METADATA_TOPIC,
             num_partitions=config.get_int("offsets.topic.num.partitions"),
@@ -299,16 +270,13 @@ class GroupCoordinatorRuntime:
                 "segment.bytes": str(config.get_int("offsets.topic.segment.bytes")),
             },
         )
-        return await create_internal_topic(self._broker, new, description="offsets topic",
+        return await create_internal_topic(self._ctx, new, description="offsets topic",
                                            replication_factor_key="offsets.topic.replication.factor",
                                            requested_by=requested_by)
 
     # -- shutdown -------------------------------------------------------------------------------------------------------
     async def shutdown(self) -> None:
         """Answer every waiting member NOT_COORDINATOR, stop the timers, let issued appends finish."""
-        self._stopped = True
-        for task in self._loads.values():
-            task.cancel()
-        self._loads.clear()
+        self._stop_loading()
         self.coordinator.shutdown()
         await self._writer.close()

@@ -37,8 +37,12 @@ from concurrent.futures import ThreadPoolExecutor
 from sofakafka.broker.context import CoordinatorContext
 from sofakafka.broker.group import SystemClock
 from sofakafka.broker.group.asyncio_bridge import LoopScheduler
-from sofakafka.broker.internal_topic import InternalTopicAppender, create_internal_topic
-from sofakafka.broker.offsets_topic import read_offsets_log
+from sofakafka.broker.internal_topic import (
+    CoordinatorPartitions,
+    InternalTopicAppender,
+    create_internal_topic,
+)
+from sofakafka.broker.offsets_topic import LoadedRecords, read_offsets_log
 from sofakafka.broker.replica_manager import MarkerEntry, TopicPartition
 from sofakafka.broker.txn import TRANSACTION_STATE_TOPIC, TransactionCoordinator, TxnConfig
 from sofakafka.broker.txn_markers import MarkerSender, OffsetsMarkerListener, TxnVerifier, write_markers
@@ -46,11 +50,11 @@ from sofakafka.controller.metadata import ClusterMetadata
 from sofakafka.controller.topics import NewTopic
 from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.records import RecordBatchBuilder
+from sofakafka.storage.log import Log
 from sofakafka.storage.segment import wall_clock_ms
 
 log = logging.getLogger(__name__)
 
-_LOAD_RETRY_MS = 5000
 
 
 class TransactionLogWriter:
@@ -71,11 +75,15 @@ class TransactionLogWriter:
         await self._appender.close()
 
 
-class TransactionCoordinatorRuntime:
-    """The coordinator, its writer and marker sender, the verifier, and which partitions are loaded."""
+class TransactionCoordinatorRuntime(CoordinatorPartitions[LoadedRecords]):
+    """The coordinator, its writer and marker sender, the verifier, and which partitions are loaded
+    (internal_topic.py's CoordinatorPartitions)."""
+
+    topic = TRANSACTION_STATE_TOPIC
+    what = "transactions"
 
     def __init__(self, ctx: CoordinatorContext, on_offsets_marker: OffsetsMarkerListener) -> None:
-        self._ctx = ctx
+        super().__init__(ctx)
         self._on_offsets_marker = on_offsets_marker
         config = ctx.config
         self._executor = ThreadPoolExecutor(4, thread_name_prefix="txn-inter-broker")
@@ -85,12 +93,10 @@ class TransactionCoordinatorRuntime:
         # The topic's real partition count decides where ids live; the config only matters at creation.
         partition_count = len(existing.partitions) if existing is not None and existing.partitions else None
         self.coordinator = TransactionCoordinator(
-            config=TxnConfig.from_config(config), clock=SystemClock(), scheduler=LoopScheduler(asyncio.get_running_loop()),
-            writer=self._writer, markers=self._markers, partition_count=partition_count)
+            config=TxnConfig.from_config(config), clock=SystemClock(),
+            scheduler=LoopScheduler(asyncio.get_running_loop()), writer=self._writer, markers=self._markers,
+            partition_count=partition_count)
         self._verifier = TxnVerifier(ctx, self.coordinator.verify_partitions, self._executor)
-        self._loads: dict[int, asyncio.Task[None]] = {}
-        self._epochs: dict[int, int] = {}
-        self._stopped = False
 
     @classmethod
     def start(cls, ctx: CoordinatorContext, on_offsets_marker: OffsetsMarkerListener) -> TransactionCoordinatorRuntime:
@@ -113,67 +119,39 @@ class TransactionCoordinatorRuntime:
     def on_metadata_applied(self, snapshot: ClusterMetadata) -> None:
         if self._stopped:
             return
-        rm = self._ctx.replica_manager
-        epochs = {p.partition: p.leader_epoch for p in rm.partitions if p.topic == TRANSACTION_STATE_TOPIC}
         coordinator = self.coordinator
         topic = snapshot.topics.get(TRANSACTION_STATE_TOPIC)
         if topic is not None and topic.partitions and len(topic.partitions) != coordinator.partition_count \
                 and not coordinator.transactions() and not self._loads:
             # Created after this broker started (by another broker, or with another count than our config).
             coordinator.partition_count = len(topic.partitions)
-        for partition in sorted(epochs):
-            if partition >= coordinator.partition_count:
-                continue
-            epoch = epochs[partition]
-            if self._epochs.get(partition) == epoch and (partition in self._loads or coordinator.owns(partition)):
-                continue
-            stale = self._loads.pop(partition, None)
-            if stale is not None:
-                stale.cancel()
-            log.info("loading %s-%d at coordinator epoch %d", TRANSACTION_STATE_TOPIC, partition, epoch)
-            self._epochs[partition] = epoch
-            coordinator.begin_loading(partition, epoch)
-            self._loads[partition] = asyncio.get_running_loop().create_task(
-                self._load(partition, epoch), name=f"load {TRANSACTION_STATE_TOPIC}-{partition}")
-        for partition in range(coordinator.partition_count):
-            if partition in epochs:
-                continue
-            self._epochs.pop(partition, None)
-            loading = self._loads.pop(partition, None)
-            if loading is not None:
-                loading.cancel()
-            if loading is not None or coordinator.owns(partition) or coordinator.is_loading(partition):
-                log.info("no longer the coordinator of %s-%d: unloading its transactions", TRANSACTION_STATE_TOPIC,
-                         partition)
-                coordinator.unload_partition(partition)
+        self.follow_leadership()
 
-    async def _load(self, partition: int, epoch: int) -> None:
-        rm = self._ctx.replica_manager
-        try:
-            part = rm.get_partition((TRANSACTION_STATE_TOPIC, partition))
-            if part is None:
-                return
-            buffer_size = self._ctx.config.get_int("transaction.state.log.load.buffer.size")
-            records = await rm.run_read(lambda: read_offsets_log(part.log, buffer_size))
-            if self._loads.get(partition) is not asyncio.current_task() or self._stopped:
-                return
-            self.coordinator.load_partition(partition, epoch, records)
-            log.info("loaded %d records of %s-%d", len(records), TRANSACTION_STATE_TOPIC, partition)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            # Its ids keep answering COORDINATOR_LOAD_IN_PROGRESS rather than serving a state that misses records.
-            log.exception("loading %s-%d failed; retrying in %d ms", TRANSACTION_STATE_TOPIC, partition,
-                          _LOAD_RETRY_MS)
-            self._epochs.pop(partition, None)
-            asyncio.get_running_loop().call_later(_LOAD_RETRY_MS / 1000, self._retry_loads)
-        finally:
-            if self._loads.get(partition) is asyncio.current_task():
-                del self._loads[partition]
+    def _partition_count(self) -> int:
+        return self.coordinator.partition_count
 
-    def _retry_loads(self) -> None:
-        if not self._stopped:
-            self.on_metadata_applied(self._ctx.metadata())
+    def _owns(self, partition: int) -> bool:
+        return self.coordinator.owns(partition)
+
+    def _is_loading(self, partition: int) -> bool:
+        return self.coordinator.is_loading(partition)
+
+    def _begin_loading(self, partition: int, epoch: int, reloading: bool) -> None:
+        # The leader epoch is the coordinator epoch its markers carry; a reload replaces what was loaded.
+        self.coordinator.begin_loading(partition, epoch)
+
+    def _unload(self, partition: int) -> None:
+        self.coordinator.unload_partition(partition)
+
+    def _buffer_size(self) -> int:
+        return self._ctx.config.get_int("transaction.state.log.load.buffer.size")
+
+    def _read(self, lg: Log) -> LoadedRecords:
+        return read_offsets_log(lg, self._buffer_size())
+
+    def _apply(self, partition: int, epoch: int, loaded: LoadedRecords) -> None:
+        self.coordinator.load_partition(partition, epoch, loaded)
+        log.info("loaded %d records of %s-%d", len(loaded), TRANSACTION_STATE_TOPIC, partition)
 
     # -- creation on first use ----------------------------------------------------------------------------------
     async def create_topic(self, requested_by: str | None) -> ErrorCode:
@@ -197,10 +175,7 @@ class TransactionCoordinatorRuntime:
 
     # -- shutdown ---------------------------------------------------------------------------------------------------
     async def shutdown(self) -> None:
-        self._stopped = True
-        for task in self._loads.values():
-            task.cancel()
-        self._loads.clear()
+        self._stop_loading()
         self.coordinator.shutdown()
         await self._writer.close()
         await self._markers.close()
