@@ -1133,7 +1133,8 @@ class GroupCoordinator:
         only once the transaction coordinator's COMMIT marker reaches the group's partition
         (:meth:`complete_txn_offsets`), dropped at ABORT. Kafka 2.6's checks: the group's coordinator status,
         then (v3, KIP-447) a member id that is set must be a member and a generation that is set must be the
-        group's; the group need not use Kafka for membership (it is created, Empty, when unknown)."""
+        group's; the group need not use Kafka for membership (it is created, Empty, when unknown). An empty group
+        id is INVALID_GROUP_ID (only OffsetCommit, OffsetFetch, DescribeGroups and DeleteGroups accept one)."""
         P = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition
         T = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
         now = self._now()
@@ -1168,7 +1169,7 @@ class GroupCoordinator:
         if not offsets:
             respond({})
             return completion
-        error = self._validate(request.group_id, allow_empty_id=True)
+        error = self._validate(request.group_id, allow_empty_id=False)
         if error is not None:
             fail(error)
             return completion

@@ -112,3 +112,13 @@ def test_member_and_generation_checks_of_v3() -> None:
     # Before v3 the request carries neither, so neither is checked.
     assert txn_commit(c, "g", 1, member_id="ghost", generation=2, version=2) == E.NONE
     assert not log.committed[c.partition_for("g")]
+
+
+def test_an_empty_group_id_is_invalid_and_nothing_is_written() -> None:
+    """Unlike OffsetCommit, TxnOffsetCommit has no empty-group form (Kafka 2.6's isValidGroupId; found by
+    tests/conformance): every version answers INVALID_GROUP_ID and writes nothing."""
+    log = TxnLog()
+    c = coordinator(log)
+    for version in range(4):
+        assert txn_commit(c, "", 10, version=version) == E.INVALID_GROUP_ID
+    assert not any(log.pending.values()) and not any(log.committed.values())
