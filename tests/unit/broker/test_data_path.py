@@ -180,6 +180,15 @@ def test_list_offsets_by_time_earliest_and_latest(client: Client, topic: str) ->
     assert lookup(-2, version=0, max_num=5).old_style_offsets == [0]
 
 
+def test_list_offsets_latest_carries_the_current_leader_epoch_even_on_an_empty_log(client: Client, topic: str) -> None:
+    """Kafka answers -1 with the partition's leader epoch whatever the offset; we gave -1 for an empty log (the
+    epoch of a last record that does not exist), found by tests/conformance."""
+    lt = ListOffsetRequest.ListOffsetTopic
+    p = client.call(ListOffsetRequest(replica_id=-1, topics=[lt(name=topic, partitions=[
+        lt.ListOffsetPartition(partition_index=0, timestamp=-1, current_leader_epoch=-1)])]), 5).topics[0].partitions[0]
+    assert (p.error_code, p.offset, p.leader_epoch) == (0, 0, 0)
+
+
 def test_offset_for_leader_epoch_answers_the_log_end_for_the_current_epoch(client: Client, topic: str) -> None:
     produce(client, topic, batch(4))
     ot = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
