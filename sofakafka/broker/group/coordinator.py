@@ -21,7 +21,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from sofakafka.broker.group.metadata import (
     GroupMetadata,
@@ -66,6 +66,8 @@ from sofakafka.protocol.messages.offset_delete import OffsetDeleteRequest, Offse
 from sofakafka.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from sofakafka.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 from sofakafka.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+
+P_ = TypeVar("P_")  # a partition entry of a commit request
 
 log = logging.getLogger(__name__)
 
@@ -1009,24 +1011,18 @@ class GroupCoordinator:
         member_id = request.member_id if version >= 1 else ""
         instance_id = request.group_instance_id if version >= 7 else None
         retention_ms = request.retention_time_ms if 2 <= version <= 4 else -1
-        order: list[TopicPartition] = []
-        errors: dict[TopicPartition, int] = {}
-        offsets: dict[TopicPartition, OffsetValue] = {}
-        for topic in request.topics:
-            for p in topic.partitions:
-                tp = (topic.name, p.partition_index)
-                order.append(tp)
-                if self._partition_exists is not None and not self._partition_exists(*tp):
-                    errors[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
-                    continue
-                commit_ts = p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now
-                offsets[tp] = OffsetValue(
-                    offset=p.committed_offset,
-                    metadata=p.committed_metadata or "",
-                    commit_timestamp=commit_ts,
-                    expire_timestamp=now + retention_ms if retention_ms != -1 else -1,
-                    leader_epoch=p.committed_leader_epoch if version >= 6 and p.committed_leader_epoch >= 0 else -1,
-                )
+
+        def value(p: OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition) -> OffsetValue:
+            return OffsetValue(
+                offset=p.committed_offset,
+                metadata=p.committed_metadata or "",
+                commit_timestamp=p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now,
+                expire_timestamp=now + retention_ms if retention_ms != -1 else -1,
+                leader_epoch=p.committed_leader_epoch if version >= 6 and p.committed_leader_epoch >= 0 else -1,
+            )
+
+        order, errors, offsets = self._partitions_to_commit(
+            [(t.name, p.partition_index, p) for t in request.topics for p in t.partitions], value)
         completion: Completion[OffsetCommitResponse] = Completion()
 
         def respond(results: dict[TopicPartition, int]) -> None:
@@ -1046,6 +1042,23 @@ class GroupCoordinator:
         else:
             self._handle_commit(request.group_id, member_id, instance_id, generation_id, offsets, respond)
         return completion
+
+    def _partitions_to_commit(self, partitions: Sequence[tuple[str, int, P_]], value: Callable[[P_], OffsetValue]
+                              ) -> tuple[list[TopicPartition], dict[TopicPartition, int],
+                                         dict[TopicPartition, OffsetValue]]:
+        """An (Txn)OffsetCommit's partitions in request order, UNKNOWN_TOPIC_OR_PARTITION for each the cluster
+        does not have, and the value to store for each of the others."""
+        order: list[TopicPartition] = []
+        errors: dict[TopicPartition, int] = {}
+        offsets: dict[TopicPartition, OffsetValue] = {}
+        for topic, partition, p in partitions:
+            tp = (topic, partition)
+            order.append(tp)
+            if self._partition_exists is not None and not self._partition_exists(*tp):
+                errors[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                offsets[tp] = value(p)
+        return order, errors, offsets
 
     def _handle_commit(
         self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
@@ -1083,10 +1096,10 @@ class GroupCoordinator:
         else:
             fail(E.REBALANCE_IN_PROGRESS)
 
-    def _store_offsets(
-        self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetValue],
-        respond: Callable[[dict[TopicPartition, int]], None],
-    ) -> None:
+    def _offset_records(self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetValue]
+                        ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, OffsetValue], list[OffsetsRecord]]:
+        """OFFSET_METADATA_TOO_LARGE for each offset whose metadata is over ``offset.metadata.max.bytes``; the
+        others, and their records."""
         limit = self.config.offset_metadata_max_bytes
         results: dict[TopicPartition, int] = {}
         valid: dict[TopicPartition, OffsetValue] = {}
@@ -1095,13 +1108,18 @@ class GroupCoordinator:
                 results[tp] = E.OFFSET_METADATA_TOO_LARGE
             else:
                 valid[tp] = value
+        records = [OffsetsRecord(encode_key(OffsetKey(group.group_id, t, p)), encode_offset_value(v))
+                   for (t, p), v in valid.items()]
+        return results, valid, records
+
+    def _store_offsets(
+        self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetValue],
+        respond: Callable[[dict[TopicPartition, int]], None],
+    ) -> None:
+        results, valid, records = self._offset_records(group, offsets)
         if not valid:
             respond(results)
             return
-        records = [
-            OffsetsRecord(encode_key(OffsetKey(group.group_id, t, p)), encode_offset_value(v))
-            for (t, p), v in valid.items()
-        ]
         group.pending_offset_commits.update(valid.keys())
 
         def appended(error: ErrorCode) -> None:
@@ -1138,19 +1156,15 @@ class GroupCoordinator:
         P = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition
         T = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
         now = self._now()
-        order: list[TopicPartition] = []
-        errors: dict[TopicPartition, int] = {}
-        offsets: dict[TopicPartition, OffsetValue] = {}
-        for topic in request.topics:
-            for p in topic.partitions:
-                tp = (topic.name, p.partition_index)
-                order.append(tp)
-                if self._partition_exists is not None and not self._partition_exists(*tp):
-                    errors[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
-                    continue
-                offsets[tp] = OffsetValue(
-                    offset=p.committed_offset, metadata=p.committed_metadata or "", commit_timestamp=now,
-                    leader_epoch=p.committed_leader_epoch if version >= 2 and p.committed_leader_epoch >= 0 else -1)
+
+        def value(p: TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition
+                  ) -> OffsetValue:
+            return OffsetValue(
+                offset=p.committed_offset, metadata=p.committed_metadata or "", commit_timestamp=now,
+                leader_epoch=p.committed_leader_epoch if version >= 2 and p.committed_leader_epoch >= 0 else -1)
+
+        order, errors, offsets = self._partitions_to_commit(
+            [(t.name, p.partition_index, p) for t in request.topics for p in t.partitions], value)
         completion: Completion[TxnOffsetCommitResponse] = Completion()
 
         def respond(results: dict[TopicPartition, int]) -> None:
@@ -1199,19 +1213,10 @@ class GroupCoordinator:
                            respond: Callable[[dict[TopicPartition, int]], None]) -> None:
         writer = self._writer
         assert isinstance(writer, TransactionalRecordWriter)
-        limit = self.config.offset_metadata_max_bytes
-        results: dict[TopicPartition, int] = {}
-        valid = {}
-        for tp, value in offsets.items():
-            if len(value.metadata.encode("utf-8")) > limit:
-                results[tp] = E.OFFSET_METADATA_TOO_LARGE
-            else:
-                valid[tp] = value
+        results, valid, records = self._offset_records(group, offsets)
         if not valid:
             respond(results)
             return
-        records = [OffsetsRecord(encode_key(OffsetKey(group.group_id, t, p)), encode_offset_value(v))
-                   for (t, p), v in valid.items()]
         answered = False
 
         def appended(error: ErrorCode) -> None:

@@ -18,6 +18,7 @@ throttling semantics; v3 is flexible.
 
 from __future__ import annotations
 
+from sofakafka.broker.context import InternalTopicRuntime
 from sofakafka.broker.handlers import RequestContext, handles
 from sofakafka.broker.offsets_topic import GROUP_METADATA_TOPIC
 from sofakafka.broker.txn import TRANSACTION_STATE_TOPIC
@@ -46,20 +47,18 @@ async def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorR
     key_type = request.key_type if ctx.api_version >= 1 else KEY_TYPE_GROUP
     broker = ctx.broker
     snap = broker.metadata()
+    runtime: InternalTopicRuntime
     if key_type == KEY_TYPE_GROUP:
-        topic_name = GROUP_METADATA_TOPIC
-        topic = snap.topics.get(topic_name)
-        if topic is None:
-            return _error(await broker.group_runtime.create_topic(ctx.client_id))
+        topic_name, runtime = GROUP_METADATA_TOPIC, broker.group_runtime
         index = broker.group_coordinator.partition_for(request.key)
     elif key_type == KEY_TYPE_TRANSACTION:
-        topic_name = TRANSACTION_STATE_TOPIC
-        topic = snap.topics.get(topic_name)
-        if topic is None:
-            return _error(await broker.transaction_runtime.create_topic(ctx.client_id))
+        topic_name, runtime = TRANSACTION_STATE_TOPIC, broker.transaction_runtime
         index = broker.transaction_coordinator.partition_for(request.key)
     else:
         return _error(ErrorCode.INVALID_REQUEST)
+    topic = snap.topics.get(topic_name)
+    if topic is None:
+        return _error(await runtime.create_topic(ctx.client_id))
     partition = topic.partitions.get(index)
     if partition is None or partition.leader < 0:
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)

@@ -279,6 +279,22 @@ class TransactionCoordinator:
             return E.NOT_COORDINATOR, None
         return E.NONE, owned
 
+    def _producer_txn(self, transactional_id: str, producer_id: int, producer_epoch: int
+                      ) -> tuple[ErrorCode, _TxnPartition | None, TransactionMetadata | None]:
+        """The id's metadata when this coordinator serves it and the producer is its current one (Kafka's checks
+        of a client's request, in Kafka's order), else the error the request gets."""
+        if not transactional_id:
+            return E.INVALID_REQUEST, None, None
+        error, owned = self._lookup(transactional_id)
+        if owned is None:
+            return error, None, None
+        md = owned.txns.get(transactional_id)
+        if md is None or md.producer_id != producer_id:
+            return E.INVALID_PRODUCER_ID_MAPPING, None, None
+        if md.producer_epoch != producer_epoch:
+            return E.INVALID_PRODUCER_EPOCH, None, None
+        return E.NONE, owned, md
+
     def transactions(self) -> dict[str, TransactionMetadata]:
         """Every id this coordinator serves now (read-only view for tests and tools)."""
         return {t: md for owned in self._owned.values() for t, md in owned.txns.items()}
@@ -399,17 +415,10 @@ class TransactionCoordinator:
     def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                        partitions: Iterable[TopicPartition]) -> Completion[ErrorCode]:
         """AddPartitionsToTxn (and AddOffsetsToTxn, with the group's ``__consumer_offsets`` partition)."""
-        if not transactional_id:
-            return Completion.of(E.INVALID_REQUEST)
         added = frozenset(partitions)
-        error, owned = self._lookup(transactional_id)
-        if owned is None:
+        error, owned, md = self._producer_txn(transactional_id, producer_id, producer_epoch)
+        if owned is None or md is None:
             return Completion.of(error)
-        md = owned.txns.get(transactional_id)
-        if md is None or md.producer_id != producer_id:
-            return Completion.of(E.INVALID_PRODUCER_ID_MAPPING)
-        if md.producer_epoch != producer_epoch:
-            return Completion.of(E.INVALID_PRODUCER_EPOCH)
         if md.pending_transition_in_progress or md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             waiting: Completion[ErrorCode] = Completion()
 
@@ -432,16 +441,9 @@ class TransactionCoordinator:
         """Whether each partition belongs to the producer's ongoing transaction (the partition leader's check
         before it accepts the first transactional batch of a transaction, KIP-890 style). Read-only."""
         wanted = list(partitions)
-        if not transactional_id:
-            return dict.fromkeys(wanted, E.INVALID_REQUEST)
-        error, owned = self._lookup(transactional_id)
-        if owned is None:
+        error, _owned, md = self._producer_txn(transactional_id, producer_id, producer_epoch)
+        if md is None:
             return dict.fromkeys(wanted, error)
-        md = owned.txns.get(transactional_id)
-        if md is None or md.producer_id != producer_id:
-            return dict.fromkeys(wanted, E.INVALID_PRODUCER_ID_MAPPING)
-        if md.producer_epoch != producer_epoch:
-            return dict.fromkeys(wanted, E.INVALID_PRODUCER_EPOCH)
         if md.pending_state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             return dict.fromkeys(wanted, E.CONCURRENT_TRANSACTIONS)
         if md.state is not S.ONGOING:
@@ -452,16 +454,9 @@ class TransactionCoordinator:
     def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
                         commit: bool) -> Completion[ErrorCode]:
         """EndTxn from the producer: PrepareCommit/PrepareAbort, answered once written; markers follow."""
-        if not transactional_id:
-            return Completion.of(E.INVALID_REQUEST)
-        error, owned = self._lookup(transactional_id)
-        if owned is None:
+        error, owned, md = self._producer_txn(transactional_id, producer_id, producer_epoch)
+        if owned is None or md is None:
             return Completion.of(error)
-        md = owned.txns.get(transactional_id)
-        if md is None or md.producer_id != producer_id:
-            return Completion.of(E.INVALID_PRODUCER_ID_MAPPING)
-        if producer_epoch != md.producer_epoch:
-            return Completion.of(E.INVALID_PRODUCER_EPOCH)
         if md.pending_transition_in_progress:
             return Completion.of(E.CONCURRENT_TRANSACTIONS)
         state = md.state
