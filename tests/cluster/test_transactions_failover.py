@@ -24,12 +24,13 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException, Producer
 
 from sofakafka.client import READ_COMMITTED, NewTopic
 from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from tests.cluster.test_failover import Cluster, running_cluster, wait_for
+from tests.integration.helpers import consume_to_end
 
 PARTITIONS = 3
 TXN_SIZE = 30
@@ -150,26 +151,7 @@ def create_topics(cluster: Cluster, tag: str) -> tuple[str, str]:
 
 
 def read_committed(bootstrap: str, topic: str) -> list[bytes]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{time.monotonic_ns()}",
-                  "isolation.level": "read_committed", "enable.partition.eof": True, "enable.auto.commit": False})
-    c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    out: list[bytes] = []
-    at_eof: set[int] = set()
-    deadline = time.monotonic() + 120
-    while len(at_eof) < PARTITIONS:
-        assert time.monotonic() < deadline, f"{topic}: read_committed never reached the end of {at_eof ^ {0, 1, 2}}"
-        m = c.poll(0.5)
-        if m is None:
-            continue
-        if m.error() is not None:
-            if m.error().code() == -191:
-                at_eof.add(m.partition())
-                continue
-            raise AssertionError(str(m.error()))
-        at_eof.discard(m.partition())
-        out.append(m.value())
-    c.close()
-    return out
+    return consume_to_end(bootstrap, topic, "read_committed", PARTITIONS, timeout_s=120)
 
 
 def check(cluster: Cluster, load: TransactionalLoad) -> None:

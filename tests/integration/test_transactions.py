@@ -36,7 +36,7 @@ from sofakafka.protocol.messages.fetch import FetchRequest
 from sofakafka.protocol.records import ControlRecordType, decode_control_key, decode_records, iter_batches
 from tests.integration import wire
 from tests.integration.conftest import _USED_BY_CURRENT_TEST, BrokerProcess
-from tests.integration.helpers import wait_for
+from tests.integration.helpers import consume_to_end, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 OVERRIDES = {
@@ -74,27 +74,8 @@ def create_topics(bootstrap: str, *names: str, partitions: int = 2, config: dict
 
 
 def consume_all(bootstrap: str, topic: str, isolation: str, partitions: int = 2) -> list[bytes]:
-    """Every record up to the end the isolation level allows (librdkafka's partition EOF)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
-                  "isolation.level": isolation, "enable.partition.eof": True, "enable.auto.commit": False})
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    out: list[bytes] = []
-    at_eof: set[int] = set()
-    deadline = time.monotonic() + 30
-    while len(at_eof) < partitions:
-        assert time.monotonic() < deadline, f"{topic}: only {sorted(at_eof)} reached their end"
-        m = c.poll(0.5)
-        if m is None:
-            continue
-        if m.error() is not None:
-            if m.error().code() == -191:  # _PARTITION_EOF
-                at_eof.add(m.partition())
-                continue
-            raise AssertionError(str(m.error()))
-        at_eof.discard(m.partition())
-        out.append(m.value())
-    c.close()
-    return sorted(out)
+    """Every record up to the end the isolation level allows, sorted."""
+    return sorted(consume_to_end(bootstrap, topic, isolation, partitions))
 
 
 def kafka_python_read_committed(bootstrap: str, topic: str, expected: int) -> list[bytes]:

@@ -7,7 +7,6 @@ its own transactional ids and topics.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -36,6 +35,7 @@ from sofakafka.protocol.records import (
     decode_records,
     iter_batches,
 )
+from tests.integration.helpers import wait_for
 from tests.unit.broker.broker_harness import BrokerThread, Client, running_broker
 
 T = TypeVar("T")
@@ -92,14 +92,7 @@ def _has_leader(client: Client, name: str) -> bool | None:
 
 
 def wait(what: str, poll: Callable[[], T | None], timeout_s: float = 30.0) -> T:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = poll()
-        if result is not None:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.02)
+    return wait_for(what, poll, timeout_s, interval_s=0.02)
 
 
 # -- requests -----------------------------------------------------------------------------------------------------
