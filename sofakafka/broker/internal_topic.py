@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from sofakafka.broker.context import CoordinatorContext
-from sofakafka.broker.replica_manager import ReplicaManager
+from sofakafka.broker.replica_manager import ProducePartitionResult, ReplicaManager, TopicPartition
 from sofakafka.controller.topics import NewTopic
 from sofakafka.protocol.errors import ErrorCode, KafkaError
 from sofakafka.storage.log import Log
@@ -28,8 +28,6 @@ from sofakafka.storage.producer_state import AppendOrigin
 
 log = logging.getLogger(__name__)
 
-# Produce v8 accepts every codec (zstd needs v7+) and is what a 2.6 broker's own appends correspond to.
-INTERNAL_PRODUCE_VERSION = 8
 _LOAD_RETRY_MS = 5000
 
 
@@ -55,13 +53,15 @@ async def create_internal_topic(ctx: CoordinatorContext, new: NewTopic, *, descr
 
 
 class InternalTopicAppender:
-    """One batch per call to a partition of ``topic``, answered on the loop; ``close`` lets issued appends finish."""
+    """One batch per call to a partition of ``topic``, answered on the loop; ``close`` lets issued appends finish.
+
+    The append is queued on the append thread within the call (ReplicaManager.append_records_then), so the
+    coordinator's appends reach the log in the order it issued them, with no task or loop turn in between."""
 
     def __init__(self, replica_manager: Callable[[], ReplicaManager], topic: str) -> None:
         self._replica_manager = replica_manager
         self._topic = topic
-        # Tasks are kept referenced until they finish: the loop holds only weak references to them.
-        self._in_flight: set[asyncio.Task[None]] = set()
+        self._in_flight: set[asyncio.Future[None]] = set()
         self.closed = False
 
     def append(self, partition: int, batch: bytes, done: Callable[[ErrorCode], None], *, acks: int,
@@ -69,31 +69,27 @@ class InternalTopicAppender:
         if self.closed:
             done(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             return
-        # Tasks start in creation order and each submits its append to the single append thread on its first
-        # step, so the coordinator's appends reach the log in the order it issued them.
-        task = asyncio.get_running_loop().create_task(self._append(partition, batch, done, acks, timeout_ms, origin))
-        self._in_flight.add(task)
-        task.add_done_callback(self._in_flight.discard)
-
-    async def _append(self, partition: int, batch: bytes, done: Callable[[ErrorCode], None], acks: int,
-                      timeout_ms: int, origin: AppendOrigin) -> None:
         tp = (self._topic, partition)
-        try:
-            results = await self._replica_manager().append_records(
-                acks=acks, timeout_ms=timeout_ms, entries=[(tp, batch)], produce_version=INTERNAL_PRODUCE_VERSION,
-                origin=origin)
+        finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._in_flight.add(finished)
+
+        def answered(results: dict[TopicPartition, ProducePartitionResult]) -> None:
+            self._in_flight.discard(finished)
+            finished.set_result(None)
             result = results[tp]
             code = ErrorCode.for_code(result.error_code)
             if code is not ErrorCode.NONE:
                 log.warning("appending to %s-%d failed: %s %s", tp[0], partition, code.name,
                             result.error_message or "")
-        except asyncio.CancelledError:
-            done(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            raise
+            done(code)
+
+        try:
+            self._replica_manager().append_records_then(acks=acks, timeout_ms=timeout_ms, entries=[(tp, batch)],
+                                                        origin=origin, done=answered)
         except Exception:
             log.exception("appending to %s-%d failed", tp[0], partition)
-            code = ErrorCode.UNKNOWN_SERVER_ERROR
-        done(code)
+            self._in_flight.discard(finished)
+            done(ErrorCode.UNKNOWN_SERVER_ERROR)
 
     async def close(self) -> None:
         """Let appends already issued finish (whoever waits gets the answer), refuse new ones."""

@@ -29,6 +29,7 @@ for fetchers older than v4).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -63,6 +64,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 TopicPartition = tuple[str, int]
 MarkerEntry = tuple[TopicPartition, int, int, int, bool]
+# Produce v8 accepts every codec (zstd needs v7+) and is what a 2.6 broker's own appends correspond to.
+_INTERNAL_PRODUCE_VERSION = 8
 """A transaction marker to write: (partition, producer id, producer epoch, coordinator epoch, commit)."""
 
 _CODEC_IDS: dict[str, int | None] = {
@@ -436,18 +439,50 @@ class ReplicaManager:
                     for tp, _ in entries}
         tokens = verified or {}
         results = await self.run_append(lambda: self._append_all(entries, produce_version, acks, origin, tokens))
-        return await self._await_replication(results, acks, timeout_ms)
+        replicated = self._replicated(results, acks, timeout_ms)
+        if replicated is not None:
+            await replicated
+        return results
 
-    async def _await_replication(self, results: dict[TopicPartition, ProducePartitionResult], acks: int,
-                                 timeout_ms: int) -> dict[TopicPartition, ProducePartitionResult]:
+    def append_records_then(self, *, acks: int, timeout_ms: int, entries: Sequence[tuple[TopicPartition, Buffer]],
+                            origin: AppendOrigin, done: Callable[[dict[TopicPartition, ProducePartitionResult]], None]
+                            ) -> None:
+        """:meth:`append_records` (produce v8) for the coordinators' own appends, which continue in a callback:
+        queued on the append thread at once, in call order (no task between the call and the queue), ``done``
+        called on the loop with the results once replicated as ``acks`` asks. A failure of the append work itself
+        is UNKNOWN_SERVER_ERROR for every entry."""
+        def appended(future: asyncio.Future[dict[TopicPartition, ProducePartitionResult]]) -> None:
+            if future.cancelled() or future.exception() is not None:
+                if not future.cancelled():
+                    log.error("internal append failed", exc_info=future.exception())
+                done({tp: ProducePartitionResult(ErrorCode.UNKNOWN_SERVER_ERROR) for tp, _ in entries})
+                return
+            results = future.result()
+            self._then_replicated(results, acks, timeout_ms, lambda: done(results))
+
+        self._append_executor.submit(
+            lambda: self._append_all(entries, _INTERNAL_PRODUCE_VERSION, acks, origin)).add_done_callback(appended)
+
+    def _replicated(self, results: dict[TopicPartition, ProducePartitionResult], acks: int,
+                    timeout_ms: int) -> asyncio.Future[bool] | None:
+        """Wake what waits on the appended partitions; with acks=-1 the wait for the high watermark to pass them,
+        or None when there is nothing to wait for (already replicated, other acks, nothing appended)."""
         appended = [tp for tp, r in results.items() if r.error_code == ErrorCode.NONE]
         self.partitions_changed(appended)
         if acks == -1 and appended and not self._shutting_down:
             required = {tp: results[tp].last_offset + 1 for tp in appended}
             op = DelayedProduce(timeout_ms, required, results, self)
             if not self.produce_purgatory.try_complete_else_watch(op, appended):
-                await op.completion
-        return results
+                return op.completion
+        return None
+
+    def _then_replicated(self, results: dict[TopicPartition, ProducePartitionResult], acks: int, timeout_ms: int,
+                         then: Callable[[], None]) -> None:
+        replicated = self._replicated(results, acks, timeout_ms)
+        if replicated is None:
+            then()
+        else:
+            replicated.add_done_callback(lambda _: then())
 
     def _append_all(self, entries: Sequence[tuple[TopicPartition, Buffer | None]], produce_version: int,
                     acks: int, origin: AppendOrigin = AppendOrigin.CLIENT,
@@ -501,6 +536,14 @@ class ReplicaManager:
         in order (one partition may get markers of several producers). A marker of an older producer epoch is
         INVALID_PRODUCER_EPOCH, of an older coordinator epoch TRANSACTION_COORDINATOR_FENCED (the log's producer
         state decides). The producer's verification guard goes with the marker."""
+        answered: asyncio.Future[list[ProducePartitionResult]] = asyncio.get_running_loop().create_future()
+        self.append_txn_markers_then(markers, timeout_ms, answered.set_result)
+        return await answered
+
+    def append_txn_markers_then(self, markers: Sequence[MarkerEntry], timeout_ms: int,
+                                done: Callable[[list[ProducePartitionResult]], None]) -> None:
+        """:meth:`append_txn_markers` for a caller that continues in a callback (the coordinator's markers to the
+        partitions this broker leads): every marker in one job of the append thread, queued at once."""
         def append_all() -> list[ProducePartitionResult]:
             now = wall_clock_ms()
             out: list[ProducePartitionResult] = []
@@ -514,15 +557,27 @@ class ReplicaManager:
                     out.append(ProducePartitionResult(storage_error_code(exc), error_message=str(exc)))
             return out
 
-        results = await self.run_append(append_all)
-        # Wait, per partition, for the last marker appended there; a partition whose wait fails fails all of its.
-        last: dict[TopicPartition, ProducePartitionResult] = {}
-        for (tp, *_), r in zip(markers, results, strict=True):
-            if r.error_code == ErrorCode.NONE:
-                last[tp] = r
-        waited = await self._await_replication(dict(last), -1, timeout_ms)
-        return [waited[tp] if r.error_code == ErrorCode.NONE and waited[tp].error_code != ErrorCode.NONE else r
-                for (tp, *_), r in zip(markers, results, strict=True)]
+        def appended(future: asyncio.Future[list[ProducePartitionResult]]) -> None:
+            if future.cancelled() or future.exception() is not None:
+                if not future.cancelled():
+                    log.error("marker append failed", exc_info=future.exception())
+                done([ProducePartitionResult(ErrorCode.UNKNOWN_SERVER_ERROR) for _ in markers])
+                return
+            results = future.result()
+            # Wait, per partition, for the last marker appended there; a partition whose wait fails fails all.
+            last: dict[TopicPartition, ProducePartitionResult] = {}
+            for (tp, *_), r in zip(markers, results, strict=True):
+                if r.error_code == ErrorCode.NONE:
+                    last[tp] = r
+            waited = dict(last)
+
+            def answer() -> None:
+                done([waited[tp] if r.error_code == ErrorCode.NONE and waited[tp].error_code != ErrorCode.NONE else r
+                      for (tp, *_), r in zip(markers, results, strict=True)])
+
+            self._then_replicated(waited, -1, timeout_ms, answer)
+
+        self._append_executor.submit(append_all).add_done_callback(appended)
 
     def _append_marker(self, tp: TopicPartition, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                        commit: bool, now: int) -> ProducePartitionResult:

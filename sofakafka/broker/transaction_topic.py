@@ -45,7 +45,13 @@ from sofakafka.broker.internal_topic import (
 from sofakafka.broker.offsets_topic import LoadedRecords, read_offsets_log
 from sofakafka.broker.replica_manager import MarkerEntry, TopicPartition
 from sofakafka.broker.txn import TRANSACTION_STATE_TOPIC, TransactionCoordinator, TxnConfig
-from sofakafka.broker.txn_markers import MarkerSender, OffsetsMarkerListener, TxnVerifier, write_markers
+from sofakafka.broker.txn_markers import (
+    MarkerCodes,
+    MarkerSender,
+    OffsetsMarkerListener,
+    TxnVerifier,
+    write_markers,
+)
 from sofakafka.controller.metadata import ClusterMetadata
 from sofakafka.controller.topics import NewTopic
 from sofakafka.protocol.errors import ErrorCode
@@ -88,7 +94,7 @@ class TransactionCoordinatorRuntime(CoordinatorPartitions[LoadedRecords]):
         config = ctx.config
         self._executor = ThreadPoolExecutor(4, thread_name_prefix="txn-inter-broker")
         self._writer = TransactionLogWriter(ctx)
-        self._markers = MarkerSender(ctx, self.write_markers, self._executor)
+        self._markers = MarkerSender(ctx, self._write_markers, self._executor)
         existing = ctx.metadata().topics.get(TRANSACTION_STATE_TOPIC)
         # The topic's real partition count decides where ids live; the config only matters at creation.
         partition_count = len(existing.partitions) if existing is not None and existing.partitions else None
@@ -107,8 +113,14 @@ class TransactionCoordinatorRuntime(CoordinatorPartitions[LoadedRecords]):
 
     # -- what handlers use (context.py's TransactionRuntime) ----------------------------------------------------
     async def write_markers(self, markers: Sequence[MarkerEntry]) -> list[ErrorCode]:
-        """The partition side of WriteTxnMarkers (also the coordinator's markers to partitions led here)."""
-        return await write_markers(self._ctx, markers, self._on_offsets_marker)
+        """The partition side of WriteTxnMarkers."""
+        answered: asyncio.Future[list[ErrorCode]] = asyncio.get_running_loop().create_future()
+        self._write_markers(markers, answered.set_result)
+        return await answered
+
+    def _write_markers(self, markers: Sequence[MarkerEntry], done: MarkerCodes) -> None:
+        """The coordinator's markers to the partitions this broker leads (and WriteTxnMarkers' through the above)."""
+        write_markers(self._ctx, markers, self._on_offsets_marker, done)
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                      partitions: Sequence[TopicPartition]) -> dict[TopicPartition, ErrorCode]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -33,7 +33,7 @@ from typing import Generic, TypeVar
 from sofakafka.broker.context import CoordinatorContext
 from sofakafka.broker.controlled_shutdown import inter_broker_connection
 from sofakafka.broker.offsets_topic import GROUP_METADATA_TOPIC
-from sofakafka.broker.replica_manager import MarkerEntry, TopicPartition
+from sofakafka.broker.replica_manager import MarkerEntry, ProducePartitionResult, TopicPartition
 from sofakafka.broker.txn import TRANSACTION_STATE_TOPIC, TxnMarkers, partition_for
 from sofakafka.client import BrokerConnection, ClientError
 from sofakafka.protocol.errors import DecodeError, ErrorCode, KafkaError
@@ -47,24 +47,30 @@ E = ErrorCode
 
 OffsetsMarkerListener = Callable[[int, int, bool, int], None]
 """(producer id, ``__consumer_offsets`` partition, commit, the marker's offset): the group side of a marker."""
-LocalMarkerWriter = Callable[[Sequence[MarkerEntry]], Awaitable[list[ErrorCode]]]
+MarkerCodes = Callable[[list[ErrorCode]], None]
+LocalMarkerWriter = Callable[[Sequence[MarkerEntry], MarkerCodes], None]
 LocalVerifier = Callable[[str, int, int, Sequence[TopicPartition]], dict[TopicPartition, ErrorCode]]
 
 Item = TypeVar("Item")
 R = TypeVar("R")
 
 
-async def write_markers(ctx: CoordinatorContext, markers: Sequence[MarkerEntry],
-                        on_offsets_marker: OffsetsMarkerListener) -> list[ErrorCode]:
-    """Append the markers as leader (acks=all, ``request.timeout.ms``); one error code per entry, in order."""
+def write_markers(ctx: CoordinatorContext, markers: Sequence[MarkerEntry], on_offsets_marker: OffsetsMarkerListener,
+                  done: MarkerCodes) -> None:
+    """Append the markers as leader (acks=all, ``request.timeout.ms``), queued on the append thread within the
+    call; ``done`` gets one error code per entry, in order."""
     if not markers:
-        return []
-    results = await ctx.replica_manager.append_txn_markers(markers, ctx.config.get_int("request.timeout.ms"))
-    codes = [ErrorCode.for_code(r.error_code) for r in results]
-    for (tp, producer_id, _, _, commit), code, result in zip(markers, codes, results, strict=True):
-        if tp[0] == GROUP_METADATA_TOPIC and code is E.NONE:
-            on_offsets_marker(producer_id, tp[1], commit, result.base_offset)
-    return codes
+        done([])
+        return
+
+    def written(results: list[ProducePartitionResult]) -> None:
+        codes = [ErrorCode.for_code(r.error_code) for r in results]
+        for (tp, producer_id, _, _, commit), code, result in zip(markers, codes, results, strict=True):
+            if tp[0] == GROUP_METADATA_TOPIC and code is E.NONE:
+                on_offsets_marker(producer_id, tp[1], commit, result.base_offset)
+        done(codes)
+
+    ctx.replica_manager.append_txn_markers_then(markers, ctx.config.get_int("request.timeout.ms"), written)
 
 
 class _Destination(Generic[Item, R]):
@@ -209,13 +215,11 @@ class MarkerSender:
             ctx, "WriteTxnMarkers", build=_markers_request, parse=_markers_results,
             failed=lambda m, error: dict.fromkeys(m.partitions, error), executor=executor)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._in_flight: set[asyncio.Future[None]] = set()
 
     def send(self, markers: TxnMarkers, done: Callable[[Mapping[TopicPartition, ErrorCode]], None]) -> None:
-        task = asyncio.get_running_loop().create_task(self._send(markers, done))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _send(self, markers: TxnMarkers, done: Callable[[Mapping[TopicPartition, ErrorCode]], None]) -> None:
+        """The partitions this broker leads are written within the call (one append-thread job for all of them);
+        each other leader gets one WriteTxnMarkers; ``done`` once every part has answered."""
         snap = self._ctx.metadata()
         results: dict[TopicPartition, ErrorCode] = {}
         by_leader: dict[int, set[TopicPartition]] = {}
@@ -228,34 +232,54 @@ class MarkerSender:
                 results[tp] = E.NOT_LEADER_OR_FOLLOWER
             else:
                 by_leader.setdefault(p.leader, set()).add(tp)
-        jobs = []
+        waiting = len(by_leader)
+        if not waiting:
+            done(results)
+            return
+        finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._in_flight.add(finished)
+
+        def part_done(outcome: Mapping[TopicPartition, ErrorCode]) -> None:
+            nonlocal waiting
+            results.update(outcome)
+            waiting -= 1
+            if waiting == 0:
+                self._in_flight.discard(finished)
+                finished.set_result(None)
+                done(results)
+
         for leader, tps in by_leader.items():
             if leader == self._ctx.broker_id:
-                jobs.append(self._local(markers, tps))
+                entries = [(tp, markers.producer_id, markers.producer_epoch, markers.coordinator_epoch,
+                            markers.commit) for tp in sorted(tps)]
+                def local_done(codes: list[ErrorCode], entries: list[MarkerEntry] = entries) -> None:
+                    part_done({entry[0]: code for entry, code in zip(entries, codes, strict=True)})
+
+                try:
+                    self._write_local(entries, local_done)
+                except Exception:
+                    log.exception("writing the markers of %s failed", markers.transactional_id)
+                    part_done(dict.fromkeys(tps, E.UNKNOWN_SERVER_ERROR))
             else:
                 part = TxnMarkers(markers.transactional_id, markers.producer_id, markers.producer_epoch,
                                   markers.coordinator_epoch, markers.commit, frozenset(tps))
-                jobs.append(self._remote.send(leader, part))
-        try:
-            for outcome in await asyncio.gather(*jobs):
-                results.update(outcome)
-        except Exception:
-            log.exception("writing the markers of %s failed", markers.transactional_id)
-            for tps in by_leader.values():
-                for tp in tps:
-                    results.setdefault(tp, E.UNKNOWN_SERVER_ERROR)
-        done(results)
+                task = asyncio.get_running_loop().create_task(self._remote_part(leader, part, part_done))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
 
-    async def _local(self, markers: TxnMarkers, tps: set[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
-        entries = [(tp, markers.producer_id, markers.producer_epoch, markers.coordinator_epoch, markers.commit)
-                   for tp in sorted(tps)]
-        codes = await self._write_local(entries)
-        return {entry[0]: code for entry, code in zip(entries, codes, strict=True)}
+    async def _remote_part(self, leader: int, part: TxnMarkers,
+                           part_done: Callable[[Mapping[TopicPartition, ErrorCode]], None]) -> None:
+        try:
+            outcome: Mapping[TopicPartition, ErrorCode] = await self._remote.send(leader, part)
+        except Exception:
+            log.exception("writing the markers of %s to broker %d failed", part.transactional_id, leader)
+            outcome = dict.fromkeys(part.partitions, E.UNKNOWN_SERVER_ERROR)
+        part_done(outcome)
 
     async def close(self) -> None:
         await self._remote.close()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._tasks or self._in_flight:
+            await asyncio.gather(*self._tasks, *self._in_flight, return_exceptions=True)
 
 
 # -- verification -----------------------------------------------------------------------------------------------------
