@@ -176,7 +176,7 @@ def test_a_query_stopped_mid_stream_resumes_from_its_checkpoint_exactly_once(
         spark: Any, broker: BrokerProcess, tmp_path: Path) -> None:
     bs = broker.bootstrap
     t = fresh_topic(bs, "restart")
-    TOTAL = 1500  # noqa: N806
+    total = 1500
     out, ck = tmp_path / "out", tmp_path / "ck"
 
     def start() -> Any:
@@ -188,13 +188,14 @@ def test_a_query_stopped_mid_stream_resumes_from_its_checkpoint_exactly_once(
     def rows_read(q: Any) -> int:
         return sum(b["numInputRows"] for b in data_batches(q))
 
-    with BackgroundProducer(bs, t, TOTAL) as producer:
+    with BackgroundProducer(bs, t, total) as producer:
         for stop_after in (200, 400):
             q = start()
-            wait_until(f"{stop_after} rows through the query", lambda n=stop_after: rows_read(q) >= n, q)  # type: ignore[misc]
+            wait_until(f"{stop_after} rows through the query",
+                       lambda n=stop_after, q=q: rows_read(q) >= n, q)  # type: ignore[misc]
             q.stop()  # mid-stream: the producer is still writing, a batch may be in flight
     assert not producer.errors, producer.errors[:3]
-    assert len(producer.acked) == TOTAL
+    assert len(producer.acked) == total
     q = start()
     try:
         q.processAllAvailable()
