@@ -19,6 +19,9 @@ def job_parser(prog: str, description: str, default_topic: str) -> argparse.Argu
     parser.add_argument("--instance", help="LDC instance (namespace): read the physical topic $INSTANCE.$CELL.$TOPIC")
     parser.add_argument("--cell", help="LDC cell; with --instance names the cell's physical topic")
     parser.add_argument("--master", help="Spark master when not run by spark-submit (default local[2])")
+    parser.add_argument("--shuffle-partitions", type=int, default=4,
+                        help="spark.sql.shuffle.partitions (default 4; a streaming query keeps the number it "
+                             "started with in its checkpoint)")
     parser.add_argument("--kafka-option", action="append", default=[], metavar="KEY=VALUE",
                         help="an extra option of the Kafka source, e.g. kafka.security.protocol=SASL_SSL "
                              "(repeatable)")

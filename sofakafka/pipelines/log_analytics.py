@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     topic = source_topic(args, parser)
     options = kafka_options(args, parser)
     args.checkpoint = args.checkpoint or str(Path(args.out) / "_checkpoints")
-    spark = spark_session("sofakafka-log-analytics", master=args.master)
+    spark = spark_session("sofakafka-log-analytics", master=args.master, shuffle_partitions=args.shuffle_partitions)
     if args.mode == "batch":
         counts = run_batch(spark, options, topic, args)
         for name in BATCH_METRICS:

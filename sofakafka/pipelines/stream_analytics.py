@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     options = kafka_options(args, parser)
     out = Path(args.out)
     args.checkpoint = args.checkpoint or str(out.parent / f"{out.name}-checkpoint")
-    spark = spark_session("sofakafka-stream-analytics", master=args.master)
+    spark = spark_session("sofakafka-stream-analytics", master=args.master, shuffle_partitions=args.shuffle_partitions)
     query = start(spark, options, topic, args)
     return watch([query], args.duration)
 

@@ -19,7 +19,7 @@ def kafka_stream(spark: Any, bootstrap: str, **options: str) -> Any:
 
 
 def wait_until(what: str, predicate: Callable[[], T | None], query: Any = None,
-               timeout_s: float = QUERY_TIMEOUT_S) -> T:
+               timeout_s: float = QUERY_TIMEOUT_S, interval_s: float = 0.2) -> T:
     """The first truthy result of ``predicate``; fails naming ``what`` after ``timeout_s``, or at once with
     the query's own error when ``query`` died meanwhile."""
     deadline = time.monotonic() + timeout_s
@@ -31,7 +31,7 @@ def wait_until(what: str, predicate: Callable[[], T | None], query: Any = None,
             raise AssertionError(f"query ended while waiting for {what}: {query.exception()}")
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.2)
+        time.sleep(interval_s)
 
 
 def finish(query: Any, timeout_s: float = QUERY_TIMEOUT_S) -> None:
