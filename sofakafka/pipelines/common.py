@@ -54,4 +54,5 @@ def read_kafka(spark: SparkSession, options: dict[str, str], *, stream: bool, **
     for key, value in {**options, **more}.items():
         if value is not None:
             reader = reader.option(key, str(value))
-    return reader.load()
+    df: DataFrame = reader.load()
+    return df
