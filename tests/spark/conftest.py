@@ -27,6 +27,8 @@ from tests.integration.conftest import (  # noqa: F401
     topic_name,
 )
 
+# SOFAKAFKA_SPARK_LONG=1 runs the long forms: more records and more restarts in the checkpoint test, and the
+# one-command demo end to end (a broker, the generator and the job in their own processes, about two minutes).
 LONG = os.environ.get("SOFAKAFKA_SPARK_LONG") == "1"
 
 

@@ -31,6 +31,7 @@ from sofakafka.pipelines import log_analytics, stream_analytics
 from sofakafka.pipelines.naming import physical_topic
 from tests.integration.conftest import REPO, BrokerProcess
 from tests.spark import reference
+from tests.spark.conftest import LONG
 from tests.spark.kafka_io import read_all
 from tests.spark.streaming import wait_until
 
@@ -223,3 +224,14 @@ def test_orders_per_region_killed_mid_stream_and_restarted_is_exactly_once(
     assert got == want
     assert job.returncode is not None
     assert "Traceback" not in log.read_text(errors="replace")
+
+
+@pytest.mark.skipif(not LONG, reason="long form: SOFAKAFKA_SPARK_LONG=1 runs the demo end to end (~2 min)")
+def test_the_one_command_demo_shows_complete_minutes() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "sofakafka.pipelines", "demo", "--duration", "90", "--rate", "100",
+         "--time-scale", "30", "--refresh", "10"],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "minute (UTC) |" in result.stdout and "revenue by region" in result.stdout, result.stdout[-3000:]

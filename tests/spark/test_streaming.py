@@ -25,6 +25,7 @@ from typing import Any
 from confluent_kafka import Producer
 
 from tests.integration.conftest import BrokerProcess
+from tests.spark.conftest import LONG
 from tests.spark.kafka_io import TIMEOUT_S, create_topic, produce, read_all, sample_records
 from tests.spark.streaming import data_batches, finish, kafka_stream, offsets, wait_until
 
@@ -176,7 +177,9 @@ def test_a_query_stopped_mid_stream_resumes_from_its_checkpoint_exactly_once(
         spark: Any, broker: BrokerProcess, tmp_path: Path) -> None:
     bs = broker.bootstrap
     t = fresh_topic(bs, "restart")
-    total = 1500
+    # SOFAKAFKA_SPARK_LONG=1: ten times the records and four stops instead of two.
+    total = 15_000 if LONG else 1500
+    stops = (500, 2000, 5000, 9000) if LONG else (200, 400)
     out, ck = tmp_path / "out", tmp_path / "ck"
 
     def start() -> Any:
@@ -189,7 +192,7 @@ def test_a_query_stopped_mid_stream_resumes_from_its_checkpoint_exactly_once(
         return sum(b["numInputRows"] for b in data_batches(q))
 
     with BackgroundProducer(bs, t, total) as producer:
-        for stop_after in (200, 400):
+        for stop_after in stops:
             q = start()
             wait_until(f"{stop_after} rows through the query",
                        lambda n=stop_after, q=q: rows_read(q) >= n, q)  # type: ignore[misc]
