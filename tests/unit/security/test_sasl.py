@@ -1,0 +1,195 @@
+"""SASL mechanisms and the connection authenticator, driven by scramp's client (a real SCRAM client)."""
+
+from __future__ import annotations
+
+import pytest
+import scramp
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sofakafka.security import SecurityConfigError
+from sofakafka.security.jaas import find_login_module, parse_jaas_config
+from sofakafka.security.sasl import (
+    API_VERSIONS,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+    IllegalSaslStateError,
+    PlainServer,
+    SaslAuthenticationError,
+    SaslAuthenticator,
+    SaslState,
+    ScramServer,
+)
+from sofakafka.security.scram import ScramCredential, ScramCredentialError, make_credential
+
+USERS: dict[tuple[str, str], ScramCredential] = {}
+
+
+def lookup(mechanism: str, name: str) -> ScramCredential | None:
+    return USERS.get((mechanism, name))
+
+
+@pytest.fixture(autouse=True)
+def users():
+    USERS.clear()
+    for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+        USERS[(mech, "alice")] = make_credential(mech, "alice-secret")
+    yield
+
+
+def scram_login(mechanism: str, name: str, password: str) -> ScramServer:
+    client = scramp.ScramClient([mechanism], name, password)
+    server = ScramServer(mechanism, lookup)
+    first = server.evaluate(client.get_client_first().encode())
+    client.set_server_first(first.decode())
+    final = server.evaluate(client.get_client_final().encode())
+    client.set_server_final(final.decode())  # the client checks the server's signature too
+    return server
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_scram_login_with_the_stored_credential(mechanism) -> None:
+    server = scram_login(mechanism, "alice", "alice-secret")
+    assert server.complete and server.authorization_id == "alice"
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_wrong_password_and_unknown_user_fail_alike(mechanism) -> None:
+    with pytest.raises(SaslAuthenticationError) as wrong:
+        scram_login(mechanism, "alice", "nope")
+    with pytest.raises(SaslAuthenticationError) as unknown:
+        scram_login(mechanism, "mallory", "nope")
+    assert str(wrong.value) == str(unknown.value)
+    assert "invalid credentials" in str(wrong.value)
+    assert "unknown user" in unknown.value.detail and "unknown" not in str(unknown.value)
+
+
+def test_a_credential_of_one_mechanism_does_not_log_in_with_the_other() -> None:
+    USERS.pop(("SCRAM-SHA-512", "alice"))
+    with pytest.raises(SaslAuthenticationError):
+        scram_login("SCRAM-SHA-512", "alice", "alice-secret")
+
+
+def test_malformed_scram_messages_fail_cleanly() -> None:
+    for token in (b"garbage", b"\xff\xfe", b"n,,n=alice", b""):
+        server = ScramServer("SCRAM-SHA-256", lookup)
+        with pytest.raises(SaslAuthenticationError):
+            server.evaluate(token)
+
+
+def test_credential_string_is_kafkas_and_round_trips() -> None:
+    cred = make_credential("SCRAM-SHA-256", "pw", iterations=4096, salt=b"0123456789abcdef")
+    text = cred.to_kafka_string()
+    assert text.startswith("salt=MDEyMzQ1Njc4OWFiY2RlZg==,stored_key=") and text.endswith(",iterations=4096")
+    assert ScramCredential.from_kafka_string(text) == cred
+    # Iterations at the edge: 4096 is the least Kafka accepts.
+    with pytest.raises(ScramCredentialError):
+        make_credential("SCRAM-SHA-256", "pw", iterations=4095)
+    assert make_credential("SCRAM-SHA-512", "pw", iterations=4097).iterations == 4097
+    with pytest.raises(ScramCredentialError):
+        make_credential("SCRAM-SHA-1", "pw")
+    for bad in ("salt=x", "salt=!!,stored_key=AA==,server_key=AA==,iterations=4096",
+                "salt=AA==,stored_key=AA==,server_key=AA==,iterations=four"):
+        with pytest.raises(ScramCredentialError):
+            ScramCredential.from_kafka_string(bad)
+
+
+def test_a_stored_credential_below_4096_iterations_is_refused() -> None:
+    weak = make_credential("SCRAM-SHA-256", "pw")
+    USERS[("SCRAM-SHA-256", "weak")] = ScramCredential(weak.salt, weak.stored_key, weak.server_key, 4095)
+    with pytest.raises(SaslAuthenticationError) as info:
+        scram_login("SCRAM-SHA-256", "weak", "pw")
+    assert "iterations" in info.value.detail
+
+
+def test_plain() -> None:
+    users = {"alice": "alice-secret"}
+    ok = PlainServer(users)
+    assert ok.evaluate(b"\x00alice\x00alice-secret") == b"" and ok.complete and ok.authorization_id == "alice"
+    assert PlainServer(users).evaluate(b"alice\x00alice\x00alice-secret") == b""
+    failures = {}
+    for token in (b"\x00alice\x00wrong", b"\x00bob\x00alice-secret", b"bob\x00alice\x00alice-secret",
+                  b"alice-secret", b"\x00\x00pw", b"\x00alice\x00", b"\xff\x00\xff\x00\xff"):
+        with pytest.raises(SaslAuthenticationError) as info:
+            PlainServer(users).evaluate(token)
+        failures[token] = str(info.value)
+    assert failures[b"\x00alice\x00wrong"] == failures[b"\x00bob\x00alice-secret"]
+
+
+def test_jaas_config() -> None:
+    text = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+            'password="admin-secret" user_admin="admin-secret" user_alice="a\\"b";')
+    (module,) = parse_jaas_config("sasl.jaas.config", text)
+    assert module.flag == "required" and module.options["username"] == "admin"
+    assert module.plain_users == {"admin": "admin-secret", "alice": 'a"b'}
+    for bad, why in (("Mod required a=\"b\"", "';'"), ("Mod a=\"b\";", "control flag"),
+                     ('Mod required a="b', "unterminated"), ("", "no login module")):
+        with pytest.raises(SecurityConfigError) as info:
+            parse_jaas_config("sasl.jaas.config", bad)
+        assert why in str(info.value) and str(info.value).startswith("sasl.jaas.config: ")
+    conf = {"listener.name.sasl_ssl.plain.sasl.jaas.config": "M required user_x=\"1\";",
+            "sasl.jaas.config": "M required user_y=\"2\";"}
+    key, found = find_login_module(conf.get, "SASL_SSL", "PLAIN")
+    assert key.startswith("listener.name.sasl_ssl.plain") and found.plain_users == {"x": "1"}
+    assert find_login_module(conf.get, "OTHER", "PLAIN")[1].plain_users == {"y": "2"}
+    assert find_login_module({}.get, "OTHER", "PLAIN") is None
+
+
+# --------------------------------------------------------------------------------------- authenticator
+
+
+def authenticator(reauth_ms: int = 0) -> SaslAuthenticator:
+    def factory(mechanism: str):
+        if mechanism == "PLAIN":
+            return PlainServer({"alice": "pw", "bob": "pw"})
+        return ScramServer(mechanism, lookup)
+    return SaslAuthenticator(["PLAIN", "SCRAM-SHA-256"], factory, reauth_ms)
+
+
+def test_authenticator_v1_flow_and_reauthentication() -> None:
+    auth = authenticator(reauth_ms=1000)
+    auth.check_request(API_VERSIONS, 0)
+    auth.check_request(SASL_HANDSHAKE, 0)
+    assert auth.handshake("PLAIN", 1).error_code == 0
+    auth.check_request(SASL_AUTHENTICATE, 0)
+    assert auth.authenticate(b"\x00alice\x00pw", now_ms=100) == b""
+    assert auth.principal == "User:alice" and auth.session_expires_at_ms == 1100
+    auth.check_request(0, 1099)  # one below expiry
+    with pytest.raises(IllegalSaslStateError):
+        auth.check_request(0, 1100)  # at expiry
+    # Re-authenticate before expiry: same principal renews the session.
+    auth.check_request(SASL_HANDSHAKE, 1000)
+    assert auth.handshake("PLAIN", 1).error_code == 0
+    auth.check_request(SASL_AUTHENTICATE, 1000)
+    auth.authenticate(b"\x00alice\x00pw", now_ms=1000)
+    auth.check_request(0, 1999)
+    # Another principal may not take over the connection.
+    auth.handshake("PLAIN", 1)
+    with pytest.raises(SaslAuthenticationError):
+        auth.authenticate(b"\x00bob\x00pw", now_ms=1500)
+    assert auth.state is SaslState.FAILED
+    with pytest.raises(IllegalSaslStateError):
+        auth.check_request(0, 1501)
+
+
+def test_authenticator_v0_raw_tokens_and_bad_mechanism() -> None:
+    auth = authenticator()
+    assert auth.handshake("PLAIN", 0).error_code == 0
+    assert auth.expecting_raw_token
+    auth.authenticate(b"\x00alice\x00pw", 0)
+    assert auth.principal == "User:alice" and auth.session_expires_at_ms is None
+    bad = authenticator()
+    result = bad.handshake("GSSAPI", 1)
+    assert result.error_code == 33 and list(result.mechanisms) == ["PLAIN", "SCRAM-SHA-256"]
+
+
+@given(st.lists(st.integers(min_value=0, max_value=60), min_size=1, max_size=5))
+def test_nothing_but_the_sasl_apis_passes_before_authentication(keys) -> None:
+    auth = authenticator()
+    for key in keys:
+        if key in (API_VERSIONS, SASL_HANDSHAKE):
+            auth.check_request(key, 0)
+            continue
+        with pytest.raises(IllegalSaslStateError):
+            auth.check_request(key, 0)
+        return
