@@ -64,6 +64,7 @@ from sofakafka.protocol.records import (
 )
 from sofakafka.protocol.records.buffer import Buffer
 from sofakafka.protocol.schema import Request, Response
+from sofakafka.security.client import ClientSecurity
 
 T = TypeVar("T")
 
@@ -325,8 +326,10 @@ class KafkaClient:
         request_timeout_ms: int = 30_000,
         retry_backoff_ms: int = 100,
         max_versions: Mapping[int, int] | None = None,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
+        self.security = security
         self.client_id = client_id
         self.request_timeout_s = request_timeout_ms / 1000
         self.retry_backoff_s = retry_backoff_ms / 1000
@@ -355,7 +358,7 @@ class KafkaClient:
 
     def _new_connection(self, host: str, port: int, node_id: int | None) -> BrokerConnection:
         conn = BrokerConnection(host, port, client_id=self.client_id, timeout_s=self.request_timeout_s,
-                                node_id=node_id)
+                                node_id=node_id, security=self.security)
         conn.connect()
         return conn
 
