@@ -27,6 +27,9 @@ null). ``configuration_keys`` null (or empty) means every key; unknown names are
 
 The entry builders (``topic_config_entries``, ``broker_config_entries``) also serve CreateTopics v5 and the
 alter handlers' validation.
+
+Authorization (with an authorizer): DESCRIBE_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED) or, for
+brokers and broker loggers, on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from sofakafka.broker import authz
 from sofakafka.broker.config import (
     BROKER_SYNONYMS,
     CONFIG_KEYS,
@@ -356,6 +360,13 @@ async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsR
         keys = resource.configuration_keys or None
         result = Result(resource_type=resource.resource_type, resource_name=resource.resource_name,
                         error_message=None)
+        denied = authz.config_resource_denied(ctx, resource.resource_type, resource.resource_name,
+                                              authz.AclOperation.DESCRIBE_CONFIGS)
+        if denied is not None:
+            result.error_code = denied
+            result.error_message = "Authorization failed."
+            results.append(result)
+            continue
         try:
             views = await asyncio.to_thread(describe_resource, ctx, resource.resource_type,
                                             resource.resource_name, keys, include_synonyms)

@@ -15,6 +15,9 @@ makes a logger inherit its parent's level again (not allowed for ``root``), APPE
 INVALID_REQUEST; an unknown logger or level is INVALID_REQUEST naming it.
 
 Version notes: v1 is the first flexible version; nothing else changes.
+
+Authorization (with an authorizer): ALTER_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED) or, for
+brokers and broker loggers, on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 
+from sofakafka.broker import authz
 from sofakafka.broker.config import CONFIG_KEYS, ConfigType, format_value
 from sofakafka.broker.handlers import RequestContext, handles
 from sofakafka.broker.handlers.alter_configs import apply_configs
@@ -155,6 +159,13 @@ async def handle_incremental_alter_configs(
     for resource in request.resources:
         response = ResourceResponse(resource_type=resource.resource_type, resource_name=resource.resource_name,
                                     error_message=None)
+        denied = authz.config_resource_denied(ctx, resource.resource_type, resource.resource_name,
+                                              authz.AclOperation.ALTER_CONFIGS)
+        if denied is not None:
+            response.error_code = denied
+            response.error_message = "Authorization failed."
+            responses.append(response)
+            continue
         try:
             if resource.resource_type == RESOURCE_BROKER_LOGGER:
                 parse_logger_resource(ctx, resource.resource_name)
