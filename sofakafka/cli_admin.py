@@ -1,4 +1,5 @@
-"""The console verbs of `sofakafka`: topics, configs, produce, consume, groups (in cli_groups.py).
+"""The console verbs of `sofakafka`: topics, configs, produce, consume, groups (in cli_groups.py), users and
+acls (in cli_security.py). Every verb takes ``--command-config`` for a TLS/SASL listener.
 
 They mirror Kafka's own tools (kafka-topics.sh, kafka-configs.sh, kafka-console-producer.sh,
 kafka-console-consumer.sh): the same option names and the same output lines, so scripts and habits written
@@ -17,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TextIO
 
-from sofakafka import cli_groups
+from sofakafka import cli_groups, cli_security
 from sofakafka.client import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -36,7 +37,7 @@ from sofakafka.client import (
 from sofakafka.protocol.errors import ErrorCode, KafkaError
 from sofakafka.protocol.records import CompressionType, Record
 
-VERBS = ("topics", "configs", "produce", "consume", "groups")
+VERBS = ("topics", "configs", "produce", "consume", "groups", "users", "acls")
 
 _COMPRESSION = {
     "none": CompressionType.NONE,
@@ -103,12 +104,17 @@ def _client(args: argparse.Namespace) -> KafkaClient:
     if not args.bootstrap_server:
         raise UsageError("--bootstrap-server is required")
     return KafkaClient(args.bootstrap_server, client_id=f"sofakafka-{args.verb}",
-                       request_timeout_ms=args.request_timeout_ms)
+                       request_timeout_ms=args.request_timeout_ms,
+                       security=cli_security.command_config_security(args.command_config))
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap-server", help="host:port[,host:port...] of the brokers to connect to")
     p.add_argument("--request-timeout-ms", type=int, default=30_000, help="deadline of every request")
+    p.add_argument("--command-config", metavar="FILE",
+                   help="client properties for TLS/SASL: security.protocol, sasl.mechanism, sasl.jaas.config, "
+                        "ssl.truststore.location, ... (Kafka's names; librdkafka's sasl.username, ssl.ca.location "
+                        "too)")
 
 
 def _err(text: str) -> None:
@@ -676,6 +682,7 @@ def build_parser() -> argparse.ArgumentParser:
     k.set_defaults(run=_consume)
 
     cli_groups.add_parser(sub, _add_common)
+    cli_security.add_parsers(sub, _add_common, _client)
     return parser
 
 
@@ -685,7 +692,7 @@ def main(argv: Sequence[str]) -> int:
     run: Callable[[argparse.Namespace], int] = args.run
     try:
         return run(args)
-    except (UsageError, cli_groups.GroupsUsageError) as e:
+    except (UsageError, cli_groups.GroupsUsageError, cli_security.SecurityUsageError) as e:
         _err(f"sofakafka {args.verb}: error: {e}")
         return 2
     except KafkaError as e:

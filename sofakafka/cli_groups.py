@@ -88,8 +88,11 @@ def run(args: argparse.Namespace) -> int:
         raise GroupsUsageError("--bootstrap-server is required")
     if action != "list" and not args.group and not args.all_groups:
         raise GroupsUsageError(f"--group or --all-groups is required to {action}")
+    from sofakafka.cli_security import command_config_security
+
     with KafkaClient(args.bootstrap_server, client_id="sofakafka-groups",
-                     request_timeout_ms=args.request_timeout_ms) as client:
+                     request_timeout_ms=args.request_timeout_ms,
+                     security=command_config_security(args.command_config)) as client:
         admin = GroupAdmin(client)
         if action == "list":
             return _list(admin, args)

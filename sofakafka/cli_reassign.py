@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from sofakafka.cli_security import SecurityUsageError, command_config_security
 from sofakafka.client import ClientError, KafkaClient
 from sofakafka.client.client import AlterConfigOp, ConfigResourceResult, ConfigResourceType
 from sofakafka.protocol.errors import ErrorCode, KafkaError
@@ -156,7 +157,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--throttle must be a non-negative number of bytes per second")
     plan = read_plan(args.reassignment_json_file) if action != "list" else {}
     with KafkaClient(args.bootstrap_server, client_id="sofakafka-reassign",
-                     request_timeout_ms=args.request_timeout_ms) as client:
+                     request_timeout_ms=args.request_timeout_ms,
+                     security=command_config_security(args.command_config)) as client:
         if action == "list":
             ongoing = client.list_partition_reassignments()
             if not ongoing:
@@ -202,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sofakafka reassign",
                                      description="Move partition replicas between brokers (kafka-reassign-partitions.sh).")
     parser.add_argument("--bootstrap-server", help="host:port[,host:port...] of the brokers to connect to")
+    parser.add_argument("--command-config", metavar="FILE", help="client properties for TLS/SASL listeners")
     parser.add_argument("--request-timeout-ms", type=int, default=30_000, help="deadline of every request")
     parser.add_argument("--reassignment-json-file", help="the partitions and their new replicas (the tool's JSON)")
     parser.add_argument("--execute", action="store_true", help="start the reassignments in the file")
@@ -218,7 +221,7 @@ def main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(list(argv))
     try:
         return run(args)
-    except UsageError as e:
+    except (UsageError, SecurityUsageError) as e:
         print(f"sofakafka reassign: error: {e}", file=sys.stderr)
         return 2
     except KafkaError as e:

@@ -30,6 +30,8 @@ alter handlers' validation.
 
 Authorization (with an authorizer): DESCRIBE_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED) or, for
 brokers and broker loggers, on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
+
+Resource type 100 is sofakafka's own: SCRAM users (see sofakafka.broker.scram_users).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from sofakafka.broker import authz
+from sofakafka.broker import authz, scram_users
 from sofakafka.broker.config import (
     BROKER_SYNONYMS,
     CONFIG_KEYS,
@@ -309,6 +311,18 @@ def parse_broker_resource(ctx: RequestContext, name: str) -> int | None:
     return broker_id
 
 
+async def _describe_users(ctx: RequestContext, name: str, version: int) -> list[Result]:
+    """Our resource type 100 (SCRAM users, see sofakafka.broker.scram_users): one result per user."""
+    try:
+        users = await asyncio.to_thread(scram_users.describe, ctx, name)
+    except KafkaError as exc:
+        return [Result(resource_type=scram_users.RESOURCE_USER, resource_name=name, error_code=exc.code,
+                       error_message=exc.message)]
+    return [Result(resource_type=scram_users.RESOURCE_USER, resource_name=user, error_message=None, configs=[
+        _to_entry(ConfigEntryView(mechanism, value, ConfigSource.UNKNOWN, False, False, _TYPE_CODES[ConfigType.STRING]), version)
+        for mechanism, value in entries]) for user, entries in users]
+
+
 def _to_entry(view: ConfigEntryView, version: int) -> Entry:
     entry = Entry(name=view.name, value=view.value, read_only=view.read_only, is_sensitive=view.is_sensitive)
     if version == 0:
@@ -366,6 +380,9 @@ async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsR
             result.error_code = denied
             result.error_message = "Authorization failed."
             results.append(result)
+            continue
+        if resource.resource_type == scram_users.RESOURCE_USER:
+            results.extend(await _describe_users(ctx, resource.resource_name, version))
             continue
         try:
             views = await asyncio.to_thread(describe_resource, ctx, resource.resource_type,

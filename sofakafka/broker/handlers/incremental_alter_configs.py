@@ -18,6 +18,9 @@ Version notes: v1 is the first flexible version; nothing else changes.
 
 Authorization (with an authorizer): ALTER_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED) or, for
 brokers and broker loggers, on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
+
+Resource type 100 is sofakafka's own: SCRAM users (SET a stored credential, DELETE a mechanism; see
+sofakafka.broker.scram_users).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 
-from sofakafka.broker import authz
+from sofakafka.broker import authz, scram_users
 from sofakafka.broker.config import CONFIG_KEYS, ConfigType, format_value
 from sofakafka.broker.handlers import RequestContext, handles
 from sofakafka.broker.handlers.alter_configs import apply_configs
@@ -167,6 +170,11 @@ async def handle_incremental_alter_configs(
             responses.append(response)
             continue
         try:
+            if resource.resource_type == scram_users.RESOURCE_USER:
+                ops = [(c.name, c.config_operation, c.value) for c in resource.configs]
+                await asyncio.to_thread(scram_users.alter, ctx, resource.resource_name, ops, request.validate_only)
+                responses.append(response)
+                continue
             if resource.resource_type == RESOURCE_BROKER_LOGGER:
                 parse_logger_resource(ctx, resource.resource_name)
                 names = [c.name for c in resource.configs]
