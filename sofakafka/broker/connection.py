@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 import socket
 import struct
@@ -320,7 +321,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._close_when_drained = True
         self._update_reading()
         delay = self.server.security.failed_authentication_delay_s
-        asyncio.get_running_loop().call_later(delay, self.close_for, f"failed authentication: {detail}", drain=False)
+        asyncio.get_running_loop().call_later(
+            delay, functools.partial(self.close_for, f"failed authentication: {detail}", drain=False))
 
     async def _run(self, spec: HandlerSpec, ctx: RequestContext, body: Request, slot: _Slot) -> None:
         header = ctx.header

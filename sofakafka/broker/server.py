@@ -241,7 +241,11 @@ class _TlsServer:
             conn.close()
             raise
         except (OSError, TimeoutError, ConnectionError, ValueError) as exc:
-            reason = "timed out" if isinstance(exc, TimeoutError) else (str(exc) or type(exc).__name__)
+            text = str(exc) or type(exc).__name__
+            if isinstance(exc, TimeoutError) or "taking longer" in text:
+                text = (f"not complete after {self._owner.security.authentication_timeout_s * 1000:.0f} ms "
+                        "(sofakafka.authentication.timeout.ms)")
+            reason = text
             log.warning("closing connection from %s on %s: TLS handshake failed: %s", where,
                         self._listener.listener_name, reason)
             conn.close()

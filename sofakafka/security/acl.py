@@ -147,6 +147,10 @@ class AccessControlEntry:
     def is_unknown(self) -> bool:
         return AclOperation.UNKNOWN == self.operation or AclPermissionType.UNKNOWN == self.permission_type
 
+    def __str__(self) -> str:
+        return (f"(principal={self.principal}, host={self.host}, operation={self.operation.name}, "
+                f"permissionType={self.permission_type.name})")
+
     def to_json(self) -> dict[str, str]:
         return {"principal": self.principal, "permissionType": self.permission_type.pascal,
                 "operation": self.operation.pascal, "host": self.host}

@@ -20,6 +20,7 @@ PlainServerCallbackHandler); SCRAM's credentials from a lookup the broker backs 
 
 from __future__ import annotations
 
+import base64
 import enum
 import hashlib
 import hmac
@@ -130,6 +131,7 @@ class ScramServer(SaslMechanismServer):
         self._unknown_user = False
         self._low_iterations = False
         self._username = ""
+        self._keys: tuple[bytes, bytes, bytes, int] = (b"", b"", b"", 0)
         self._server = scramp.ScramMechanism(mechanism).make_server(self._auth_info)
         self._step = 0
 
@@ -143,11 +145,45 @@ class ScramServer(SaslMechanismServer):
         credential = self._lookup(self.mechanism, username)
         if credential is None:
             self._unknown_user = True
-            return _fake_credential(self.mechanism, username)
-        if credential.iterations < MIN_ITERATIONS:
+            self._keys = _fake_credential(self.mechanism, username)
+        elif credential.iterations < MIN_ITERATIONS:
             self._low_iterations = True
-            return _fake_credential(self.mechanism, username)
-        return credential.salt, credential.stored_key, credential.server_key, credential.iterations
+            self._keys = _fake_credential(self.mechanism, username)
+        else:
+            self._keys = (credential.salt, credential.stored_key, credential.server_key, credential.iterations)
+        return self._keys
+
+    def _kafka_lenient_final(self, text: str) -> bytes | None:
+        """Kafka's server accepts a client-final whose nonce *ends with* the server's (ScramSaslServer checks
+        ``endsWith``), and librdkafka before 2.2 sends its own nonce in front of the whole server nonce. scramp
+        insists on equality, so that one case is verified here, with the very message the client signed
+        (RFC 5802: ClientKey = proof XOR HMAC(StoredKey, AuthMessage), H(ClientKey) must be StoredKey). Every
+        other client-final (None returned) goes through scramp."""
+        nonce = str(self._server.nonce)
+        without_proof, sep, proof_b64 = text.rpartition(",p=")
+        attrs = dict(part.split("=", 1) for part in without_proof.split(",") if "=" in part) if sep else {}
+        client_nonce = attrs.get("r", "")
+        if not sep or client_nonce == nonce or not client_nonce.endswith(nonce):
+            return None
+        digest = hashlib.sha512 if self.mechanism.endswith("512") else hashlib.sha256
+        _salt, stored_key, server_key, _iterations = self._keys
+        expected_c = base64.b64encode(str(self._server.gs2_header).encode()).decode()
+        auth_message = f"{self._server.client_first_bare},{self._server.server_first},{without_proof}".encode()
+        try:
+            proof = base64.b64decode(proof_b64, validate=True)
+        except ValueError:
+            proof = b""
+        signature = hmac.new(stored_key, auth_message, digest).digest()
+        client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=False)) if len(proof) == len(signature) else b""
+        if attrs.get("c") != expected_c or not hmac.compare_digest(digest(client_key).digest(), stored_key):
+            detail = "unknown user" if self._unknown_user else "invalid proof (prefixed nonce)"
+            if self._low_iterations:
+                detail = f"stored credential has fewer than {MIN_ITERATIONS} iterations"
+            raise SaslAuthenticationError(self.failed_message, f"{self.mechanism} user {self._username!r}: {detail}")
+        self.authorization_id = self._username
+        self.complete = True
+        server_signature = hmac.new(server_key, auth_message, digest).digest()
+        return b"v=" + base64.b64encode(server_signature)
 
     def evaluate(self, token: bytes) -> bytes:
         try:
@@ -161,6 +197,9 @@ class ScramServer(SaslMechanismServer):
                 return str(self._server.get_server_first()).encode()
             if self._step == 1:
                 self._step = 2
+                lenient = self._kafka_lenient_final(text)
+                if lenient is not None:
+                    return lenient
                 try:
                     self._server.set_client_final(text)
                 except scramp.ScramException:

@@ -193,3 +193,35 @@ def test_nothing_but_the_sasl_apis_passes_before_authentication(keys) -> None:
         with pytest.raises(IllegalSaslStateError):
             auth.check_request(key, 0)
         return
+
+
+@pytest.mark.parametrize("password,ok", [("alice-secret", True), ("wrong", False)])
+def test_a_client_final_nonce_that_ends_with_the_servers_is_accepted_as_kafka_does(password, ok) -> None:
+    """librdkafka before 2.2 sends its own nonce in front of the server's whole nonce; Kafka's server checks
+    endsWith and so must we. The proof is computed here by RFC 5802 over the message as sent."""
+    import base64
+    import hashlib
+    import hmac
+
+    server = ScramServer("SCRAM-SHA-256", lookup)
+    client_nonce = "clientnonce123"
+    first_bare = f"n=alice,r={client_nonce}"
+    server_first = server.evaluate(f"n,,{first_bare}".encode()).decode()
+    attrs = dict(p.split("=", 1) for p in server_first.split(","))
+    salt, iterations = base64.b64decode(attrs["s"]), int(attrs["i"])
+    without_proof = f"c=biws,r={client_nonce}{attrs['r']}"
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
+    client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
+    stored_key = hashlib.sha256(client_key).digest()
+    auth_message = f"{first_bare},{server_first},{without_proof}".encode()
+    signature = hmac.new(stored_key, auth_message, hashlib.sha256).digest()
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature, strict=True))).decode()
+    final = f"{without_proof},p={proof}".encode()
+    if not ok:
+        with pytest.raises(SaslAuthenticationError):
+            server.evaluate(final)
+        return
+    answer = server.evaluate(final)
+    server_key = hmac.new(salted, b"Server Key", hashlib.sha256).digest()
+    assert answer == b"v=" + base64.b64encode(hmac.new(server_key, auth_message, hashlib.sha256).digest())
+    assert server.complete and server.authorization_id == "alice"

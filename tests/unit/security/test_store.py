@@ -119,8 +119,7 @@ def test_acls_are_stored_as_kafka_stores_them_and_reach_every_broker(sessions: S
         return b.authorizer.authorize("User:alice", "1.2.3.4", AclOperation.READ, ResourceType.TOPIC, name,
                                       log_if_denied=False)
 
-    assert b.wait_until(lambda: b_allows("orders-eu") and b_allows("orders"), WAIT)
-    assert len(b.authorizer.acls()) == 3
+    assert b.wait_until(lambda: b_allows("orders-eu") and b_allows("orders") and len(b.authorizer.acls()) == 3, WAIT)
 
     # Delete by filter: every READ of alice on topics matching "orders-eu" (the prefixed one only).
     flt = AclBindingFilter(ResourcePatternFilter(ResourceType.TOPIC, "orders-eu", PatternType.MATCH),
