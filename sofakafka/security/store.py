@@ -294,6 +294,8 @@ class SecurityMetadata:
         path = zk_paths.config_user_path(user)
         sanitized = zk_paths.sanitize(user)
         with self._write_lock:
+            self._store.ensure_path(zk_paths.config_entity_type_path(zk_paths.CONFIG_TYPE_USERS))
+            self._store.ensure_path(zk_paths.CONFIG_CHANGES_PATH)
             for _ in range(_CAS_ATTEMPTS):
                 try:
                     data, stat = self._store.get(path)
@@ -378,6 +380,7 @@ class SecurityMetadata:
                         encode_extended_change(pattern) if prefixed else encode_literal_change(pattern), sequence=True)
         with self._write_lock:
             self._store.ensure_path(path.rpartition("/")[0])
+            self._store.ensure_path(zk_paths.ACL_EXTENDED_CHANGES_PATH if prefixed else zk_paths.ACL_CHANGES_PATH)
             for _ in range(_CAS_ATTEMPTS):
                 current, version = self._read_acls(pattern)
                 new = change(set(current))
