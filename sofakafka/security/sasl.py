@@ -262,11 +262,6 @@ class SaslAuthenticator:
         self.session_expires_at_ms: int | None = None
         self._reauthenticating = False
 
-    @property
-    def authenticated(self) -> bool:
-        return self.principal is not None and self.state in (SaslState.COMPLETE, SaslState.HANDSHAKE,
-                                                              SaslState.AUTHENTICATE)
-
     def check_request(self, api_key: int, now_ms: int) -> None:
         """May a request of ``api_key`` come now? Raises IllegalSaslStateError (close the connection)."""
         if self.state is SaslState.FAILED:
