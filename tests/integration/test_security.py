@@ -419,3 +419,50 @@ def test_a_reader_of_orders_topics_consumes_but_cannot_produce_or_see_other_topi
         assert errors.get(other) == ErrorCode.TOPIC_AUTHORIZATION_FAILED
         assert errors.get("no-such-topic") == ErrorCode.TOPIC_AUTHORIZATION_FAILED
         assert errors.get(orders) == ErrorCode.NONE
+
+
+# ------------------------------------------------------------------------------------ the ACL admin API
+
+
+def test_kafka_python_manages_acls_and_errors_are_kafkas(sb: SecureBroker) -> None:
+    from kafka.admin import (
+        ACL,
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        ResourcePattern,
+        ResourcePatternFilter,
+        ResourceType,
+    )
+    from kafka.errors import ClusterAuthorizationFailedError
+
+    admin = KafkaAdminClient(**kafka_python_kwargs(sb, "SASL_PLAINTEXT", ("PLAIN", *ADMIN, False)))
+    try:
+        acl = ACL("User:dave", "*", ACLOperation.WRITE, ACLPermissionType.ALLOW,
+                  ResourcePattern(ResourceType.TOPIC, "dave-", ACLResourcePatternType.PREFIXED))
+        bad = ACL("User:dave", "*", ACLOperation.ALTER, ACLPermissionType.ALLOW,
+                  ResourcePattern(ResourceType.CLUSTER, "not-the-cluster", ACLResourcePatternType.LITERAL))
+        result = admin.create_acls([acl, bad])
+        assert [a.resource_pattern.resource_name for a in result["succeeded"]] == ["dave-"]
+        (error,) = result["failed"]
+        assert error.errno == 42  # INVALID_REQUEST: a CLUSTER resource must be named kafka-cluster
+        flt = ACLFilter("User:dave", None, ACLOperation.ANY, ACLPermissionType.ANY,
+                        ResourcePatternFilter(ResourceType.TOPIC, "dave-x", ACLResourcePatternType.MATCH))
+        found, error = admin.describe_acls(flt)
+        assert error.errno == 0 and [a.resource_pattern.resource_name for a in found] == ["dave-"]
+        ((_flt, deleted, error),) = admin.delete_acls([flt])
+        assert error.errno == 0 and [a.resource_pattern.resource_name for a in deleted] == ["dave-"]
+        found, _ = admin.describe_acls(flt)
+        assert found == []
+    finally:
+        admin.close()
+    # A user without ALTER on the cluster may not manage ACLs.
+    user = KafkaAdminClient(**kafka_python_kwargs(sb, "SASL_PLAINTEXT", ("SCRAM-SHA-256", *SCRAM_USERS["SCRAM-SHA-256"],
+                                                                         False)))
+    try:
+        with pytest.raises(ClusterAuthorizationFailedError):
+            user.describe_acls(ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,
+                                         ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY)))
+    finally:
+        user.close()

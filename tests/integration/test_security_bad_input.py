@@ -181,3 +181,19 @@ def test_librdkafka_reauthenticates_and_keeps_producing(sb: SecureBroker) -> Non
     assert p.flush(WAIT_S) == 0
     assert delivered and all(err is None for err in delivered)
     assert "session expired" not in sb.broker.log_text()[mark:]
+
+
+def test_acl_apis_without_an_authorizer_answer_security_disabled(sb: SecureBroker) -> None:
+    from sofakafka.protocol.messages.create_acls import CreateAclsRequest, CreateAclsResponse
+    from sofakafka.protocol.messages.describe_acls import DescribeAclsRequest, DescribeAclsResponse
+
+    with connect(sb) as s:
+        plain_login(s)
+        described = call(s, DescribeAclsRequest(resource_type_filter=1, resource_name_filter=None,
+                                                principal_filter=None, host_filter=None, operation=1,
+                                                permission_type=1), 1, 3)
+        assert isinstance(described, DescribeAclsResponse) and described.error_code == 54  # SECURITY_DISABLED
+        created = call(s, CreateAclsRequest(creations=[CreateAclsRequest.AclCreation(
+            resource_type=2, resource_name="t", resource_pattern_type=3, principal="User:x", host="*",
+            operation=3, permission_type=3)]), 1, 4)
+        assert isinstance(created, CreateAclsResponse) and [r.error_code for r in created.results] == [54]
