@@ -263,7 +263,15 @@ class SaslAuthenticator:
         self._reauthenticating = False
 
     def check_request(self, api_key: int, now_ms: int) -> None:
-        """May a request of ``api_key`` come now? Raises IllegalSaslStateError (close the connection)."""
+        """May a request of ``api_key`` come now? Raises IllegalSaslStateError (close the connection); a
+        refusal is final, as the connection it guards is closed."""
+        try:
+            self._check_request(api_key, now_ms)
+        except IllegalSaslStateError:
+            self.state = SaslState.FAILED
+            raise
+
+    def _check_request(self, api_key: int, now_ms: int) -> None:
         if self.state is SaslState.FAILED:
             raise IllegalSaslStateError("request after a failed authentication")
         if self.principal is not None and not self._reauthenticating:

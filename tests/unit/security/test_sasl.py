@@ -155,8 +155,11 @@ def test_authenticator_v1_flow_and_reauthentication() -> None:
     assert auth.authenticate(b"\x00alice\x00pw", now_ms=100) == b""
     assert auth.principal == "User:alice" and auth.session_expires_at_ms == 1100
     auth.check_request(0, 1099)  # one below expiry
+    expired = authenticator(reauth_ms=1000)
+    expired.handshake("PLAIN", 1)
+    expired.authenticate(b"\x00alice\x00pw", now_ms=100)
     with pytest.raises(IllegalSaslStateError):
-        auth.check_request(0, 1100)  # at expiry
+        expired.check_request(0, 1100)  # at expiry
     # Re-authenticate before expiry: same principal renews the session.
     auth.check_request(SASL_HANDSHAKE, 1000)
     assert auth.handshake("PLAIN", 1).error_code == 0
@@ -225,3 +228,85 @@ def test_a_client_final_nonce_that_ends_with_the_servers_is_accepted_as_kafka_do
     server_key = hmac.new(salted, b"Server Key", hashlib.sha256).digest()
     assert answer == b"v=" + base64.b64encode(hmac.new(server_key, auth_message, hashlib.sha256).digest())
     assert server.complete and server.authorization_id == "alice"
+
+
+# ----------------------------------------------------------------------- the authenticator as a state machine
+
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule  # noqa: E402
+
+
+class AuthenticatorMachine(RuleBasedStateMachine):
+    """Random sequences of requests, handshakes and PLAIN tokens against a simple model of Kafka's rules:
+    nothing but ApiVersions/SaslHandshake/SaslAuthenticate before a successful login, a failure is final,
+    only the first principal may re-authenticate, and a session ends REAUTH ms after its last login."""
+
+    REAUTH = 100
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.auth = SaslAuthenticator(["PLAIN"], lambda m: PlainServer({"alice": "pw", "bob": "pw"}), self.REAUTH)
+        self.now = 0
+        self.principal: str | None = None
+        self.expires = 0
+        self.failed = False
+        self.handshook = False
+
+    def _closed(self) -> bool:
+        return self.failed or (self.principal is not None and not self.handshook and self.now >= self.expires)
+
+    @rule(key=st.sampled_from([0, 1, 3, 8, 18, 17, 36]))
+    def request(self, key: int) -> None:
+        allowed_before = key in (18, 17) and not self.handshook
+        if self.failed:
+            expect_ok = False
+        elif self.principal is None:
+            expect_ok = allowed_before or (key == 36 and self.handshook)
+        elif self.handshook:
+            expect_ok = key == 36
+        else:
+            expect_ok = self.now < self.expires and key != 36
+        try:
+            self.auth.check_request(key, self.now)
+            assert expect_ok, f"key {key} let through"
+        except IllegalSaslStateError:
+            assert not expect_ok, f"key {key} refused"
+            self.failed = True
+
+    @rule(mechanism=st.sampled_from(["PLAIN", "GSSAPI"]))
+    def handshake(self, mechanism: str) -> None:
+        if self.failed or self.handshook or (self.principal is not None and self.now >= self.expires):
+            return
+        result = self.auth.handshake(mechanism, 1)
+        if mechanism != "PLAIN":
+            assert result.error_code == 33
+            self.failed = True
+        else:
+            assert result.error_code == 0
+            self.handshook = True
+
+    @rule(user=st.sampled_from(["alice", "bob"]), good=st.booleans())
+    def authenticate(self, user: str, good: bool) -> None:
+        if self.failed or not self.handshook:
+            return
+        token = f"\x00{user}\x00{'pw' if good else 'nope'}".encode()
+        try:
+            self.auth.authenticate(token, self.now)
+            assert good and self.principal in (None, f"User:{user}")
+            self.principal = f"User:{user}"
+            self.expires = self.now + self.REAUTH
+            self.handshook = False
+        except SaslAuthenticationError:
+            assert not good or self.principal not in (None, f"User:{user}")
+            self.failed = True
+
+    @rule(ms=st.integers(min_value=0, max_value=150))
+    def tick(self, ms: int) -> None:
+        self.now += ms
+
+    @invariant()
+    def principal_agrees(self) -> None:
+        if not self.failed:
+            assert self.auth.principal == self.principal
+
+
+TestAuthenticatorMachine = AuthenticatorMachine.TestCase
