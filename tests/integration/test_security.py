@@ -393,6 +393,11 @@ def test_a_reader_of_orders_topics_consumes_but_cannot_produce_or_see_other_topi
     finally:
         consumer.close()
 
+    # KIP-430: the group's authorized operations are the reader's own (READ, and DESCRIBE implied by it).
+    reader_admin = AdminClient(confluent_conf(sb, "SASL_SSL", ("SCRAM-SHA-256", *READER, False)))
+    described = reader_admin.describe_consumer_groups([group], include_authorized_operations=True)[group].result(WAIT_S)
+    assert sorted(op.name for op in described.authorized_operations) == ["DESCRIBE", "READ"]
+
     # Produce: WRITE is not granted. (An idempotent producer is stopped earlier, by IDEMPOTENT_WRITE on the
     # cluster: kafka-python 3 is idempotent by default and gets CLUSTER_AUTHORIZATION_FAILED, as from Kafka.)
     producer2 = KafkaProducer(**kw, max_block_ms=10000, enable_idempotence=False)
