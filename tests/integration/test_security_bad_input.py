@@ -9,6 +9,7 @@ connection an authenticated client on another connection still gets its answers.
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Iterator
@@ -94,6 +95,18 @@ def test_a_request_before_the_sasl_handshake_closes_that_connection(sb: SecureBr
         send(s, MetadataRequest(topics=None), 1, 2)
         assert closed_by_peer(s)
     wait_for_log(sb, mark, "before authentication completed")
+
+
+def test_a_sasl_token_before_the_handshake_closes_that_connection(sb: SecureBroker) -> None:
+    mark = len(sb.broker.log_text())
+    with connect(sb) as s:
+        send(s, SaslAuthenticateRequest(auth_bytes=b"\x00plainuser\x00plain-secret"), 1, 1)
+        assert closed_by_peer(s)
+    wait_for_log(sb, mark, "expected SaslHandshake (SaslAuthenticate v1)")
+    raw = connect(sb, "SASL_SSL")  # the same over TLS
+    with ssl.create_default_context(cafile=sb.pki.ca).wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        send(tls, SaslAuthenticateRequest(auth_bytes=b"x"), 0, 1)
+        assert closed_by_peer(tls)
 
 
 def test_an_oversized_frame_before_login_closes_that_connection(sb: SecureBroker) -> None:
