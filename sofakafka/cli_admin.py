@@ -318,8 +318,13 @@ def _configs(args: argparse.Namespace) -> int:
     actions = list(dict.fromkeys(actions))
     if len(actions) != 1:
         raise UsageError("exactly one of describe, alter is required")
+    if args.entity_type == "users":
+        with _client(args) as client:
+            adds = _split_config_list(",".join(args.add_config or []))
+            deletes = [k.strip() for k in ",".join(args.delete_config or []).split(",") if k.strip()]
+            return cli_security.configs_users(client, actions[0], args.entity_name, adds, deletes)
     if args.entity_type not in _ENTITY_TYPES:
-        raise UsageError(f"--entity-type must be one of {', '.join(_ENTITY_TYPES)}")
+        raise UsageError(f"--entity-type must be one of {', '.join(_ENTITY_TYPES)}, users")
     rtype = _ENTITY_TYPES[args.entity_type]
     if args.entity_default and rtype != ConfigResourceType.BROKER:
         raise UsageError("--entity-default applies to brokers only")
@@ -649,7 +654,7 @@ def build_parser() -> argparse.ArgumentParser:
     for a in ("describe", "alter"):
         c.add_argument(f"--{a}", action="store_true", help=argparse.SUPPRESS)
     _add_common(c)
-    c.add_argument("--entity-type", required=True, help="topics, brokers or broker-loggers")
+    c.add_argument("--entity-type", required=True, help="topics, brokers, broker-loggers or users (SCRAM credentials)")
     c.add_argument("--entity-name")
     c.add_argument("--entity-default", action="store_true", help="the cluster-wide default broker configs")
     c.add_argument("--add-config", action="append", help="k1=v1,k2=[v1,v2],...")

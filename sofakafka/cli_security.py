@@ -116,6 +116,41 @@ def _users(args: argparse.Namespace, client_for: ClientFactory) -> int:
         return 0
 
 
+def configs_users(client: KafkaClient, action: str, name: str | None, add: Sequence[str], delete: Sequence[str]) -> int:
+    """``sofakafka configs --entity-type users``, kafka-configs.sh's SCRAM syntax:
+    ``--add-config 'SCRAM-SHA-256=[iterations=8192,password=alice-secret]'`` and ``--delete-config SCRAM-SHA-256``.
+    ``add`` holds the split items (``SCRAM-SHA-256=iterations=8192,password=...``: brackets already removed)."""
+    if action == "describe":
+        results = client.describe_configs([(ConfigResourceType.USER, name or "", None)])
+        _raise_first(results)
+        for r in results:
+            creds = ",".join(f"{e.name}={e.value}" for e in r.entries)
+            print(f"SCRAM credential configs for user-principal '{r.resource_name}' are {creds}")
+        return 0
+    if not name:
+        raise SecurityUsageError("--alter of users needs --entity-name")
+    ops: list[tuple[str, int, str | None]] = []
+    for item in add:
+        mechanism, sep, value = item.partition("=")
+        if not sep or mechanism.strip() not in MECHANISMS:
+            raise SecurityUsageError(f"users take {' or '.join(MECHANISMS)}=[iterations=N,password=P], got {item!r}")
+        fields = dict(part.partition("=")[::2] for part in value.split(","))
+        if "password" not in fields:
+            raise SecurityUsageError(f"{mechanism.strip()} needs password=...")
+        try:
+            iterations = int(fields.get("iterations", MIN_ITERATIONS))
+            credential = make_credential(mechanism.strip(), fields["password"], iterations=iterations)
+        except (ValueError, ScramCredentialError) as exc:
+            raise SecurityUsageError(f"{mechanism.strip()}: {exc}") from None
+        ops.append((mechanism.strip(), AlterConfigOp.SET, credential.to_kafka_string()))
+    ops += [(key, AlterConfigOp.DELETE, None) for key in delete]
+    if not ops:
+        raise SecurityUsageError("--alter needs --add-config or --delete-config")
+    _raise_first(client.incremental_alter_configs({(ConfigResourceType.USER, name): ops}))
+    print(f"Completed updating config for user {name}.")
+    return 0
+
+
 def _user_mechanisms(client: KafkaClient, name: str) -> list[str]:
     results = client.describe_configs([(ConfigResourceType.USER, name, None)])
     _raise_first(results)

@@ -471,3 +471,28 @@ def test_kafka_python_manages_acls_and_errors_are_kafkas(sb: SecureBroker) -> No
                                          ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY)))
     finally:
         user.close()
+
+
+def test_users_by_command_kafka_configs_syntax_too(sb: SecureBroker) -> None:
+    sb.sofakafka("configs", "--alter", "--entity-type", "users", "--entity-name", "erin",
+                 "--add-config", "SCRAM-SHA-256=[iterations=8192,password=erin-pw],SCRAM-SHA-512=[password=erin-pw]")
+    described = sb.sofakafka("configs", "--describe", "--entity-type", "users", "--entity-name", "erin").stdout
+    assert described.strip() == ("SCRAM credential configs for user-principal 'erin' are "
+                                 "SCRAM-SHA-256=iterations=8192,SCRAM-SHA-512=iterations=4096")
+    listed = sb.sofakafka("users", "list").stdout
+    assert "user-principal 'erin'" in listed and "user-principal 'user256'" in listed
+    for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+        conf = confluent_conf(sb, "SASL_PLAINTEXT", (mechanism, "erin", "erin-pw", False))
+        assert AdminClient(conf).list_topics(timeout=WAIT_S).brokers
+    sb.sofakafka("configs", "--alter", "--entity-type", "users", "--entity-name", "erin",
+                 "--delete-config", "SCRAM-SHA-512")
+    sb.sofakafka("users", "delete", "erin")  # what is left: SCRAM-SHA-256
+    assert "erin" not in sb.sofakafka("users", "list").stdout
+    text = confluent_auth_error(confluent_conf(sb, "SASL_PLAINTEXT", ("SCRAM-SHA-256", "erin", "erin-pw", False)))
+    assert "invalid credentials" in text
+    # Bad input names what is wrong, exit code 2.
+    done = sb.sofakafka("users", "add", "frank", "--password", "pw", "--iterations", "4095", check=False)
+    assert done.returncode == 2 and "iterations must be between 4096" in done.stderr
+    done = sb.sofakafka("acls", "add", "--allow-principal", "User:frank", "--operation", "Write", "--group", "g",
+                        check=False)
+    assert done.returncode == 2 and "ResourceType Group only supports operations" in done.stderr
