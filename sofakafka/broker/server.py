@@ -226,6 +226,13 @@ class _TlsServer:
             except OSError as exc:  # EMFILE and friends: keep serving the ones we have
                 log.warning("accept on %s failed: %s", self._listener.listener_name, exc)
                 return
+            owner = self._owner
+            if len(owner.connections) + len(owner._handshakes) >= owner.max_connections:
+                # Handshakes in progress count too: a flood of unfinished TLS handshakes must not get around
+                # max.connections (each costs the broker a TLS context and a task until its timeout).
+                log.warning("refusing connection from %s: max.connections (%d) reached", addr, owner.max_connections)
+                conn.close()
+                continue
             conn.setblocking(False)
             task = loop.create_task(self._handshake(conn, addr))
             self._owner._handshakes.add(task)
