@@ -305,7 +305,8 @@ def wait_for_log(sb: SecureBroker, mark: int, needle: str) -> str:
 
 
 @pytest.mark.parametrize("listener", ["SASL_PLAINTEXT", "SASL_SSL"])
-def test_wrong_password_and_unknown_user_fail_alike_and_the_log_says_which(sb: SecureBroker, listener: str) -> None:
+def test_wrong_password_and_unknown_user_fail_alike_and_the_log_says_which(sb: SecureBroker, listener: str,
+                                                                           caplog: pytest.LogCaptureFixture) -> None:
     mark = len(sb.broker.log_text())
     wrong = confluent_auth_error(confluent_conf(sb, listener, ("SCRAM-SHA-256", "user256", "nope", False)))
     unknown = confluent_auth_error(confluent_conf(sb, listener, ("SCRAM-SHA-256", "nobody", "nope", False)))
@@ -317,12 +318,33 @@ def test_wrong_password_and_unknown_user_fail_alike_and_the_log_says_which(sb: S
     plain = confluent_auth_error(confluent_conf(sb, listener, ("PLAIN", "plainuser", "nope", False)))
     assert "_AUTHENTICATION" in plain and "Invalid username or password" in plain
     wait_for_log(sb, mark, "PLAIN user 'plainuser': wrong password")
+    # kcat and aiokafka report it as an authentication failure too.
+    done = kcat("-L", *kcat_args(sb, listener, ("SCRAM-SHA-512", "user512", "bad", False)), check=False)
+    assert done.returncode != 0 and "SASL authentication error" in done.stderr, done.stderr
+    # aiokafka logs the broker's SASL_AUTHENTICATION_FAILED (58) and fails to bootstrap.
+    from aiokafka.errors import KafkaConnectionError
+
+    with caplog.at_level("ERROR", logger="aiokafka"), pytest.raises(KafkaConnectionError):
+        asyncio.run(_aiokafka_login(sb, listener, "SCRAM-SHA-512", "user512", "bad"))
+    assert "[Error 58] SaslAuthenticationFailed" in caplog.text
     # Our own client says the same.
     security = ClientSecurity.from_properties({"security.protocol": listener, "sasl.mechanism": "SCRAM-SHA-512",
                                                "sasl.username": "user512", "sasl.password": "bad",
                                                "ssl.ca.location": sb.pki.ca})
     with pytest.raises(AuthenticationError, match="invalid credentials"):
         KafkaClient(sb.address(listener), security=security).metadata()
+
+
+async def _aiokafka_login(sb: SecureBroker, listener: str, mechanism: str, user: str, password: str) -> None:
+    kw: dict[str, Any] = {"bootstrap_servers": sb.address(listener), "security_protocol": listener,
+                          "sasl_mechanism": mechanism, "sasl_plain_username": user, "sasl_plain_password": password}
+    if "SSL" in listener:
+        kw["ssl_context"] = create_ssl_context(cafile=sb.pki.ca)
+    admin = AIOKafkaAdminClient(**kw)
+    try:
+        await admin.start()
+    finally:
+        await admin.close()
 
 
 def test_a_mechanism_the_broker_does_not_offer_is_refused(sb: SecureBroker) -> None:
