@@ -46,7 +46,10 @@ from sofakafka.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
 )
+from sofakafka.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
+from sofakafka.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from sofakafka.protocol.schema import Request, Response
+from sofakafka.security.client import ClientSecurity, SaslClientError
 from sofakafka.storage.log import Log
 
 log = logging.getLogger(__name__)
@@ -230,9 +233,39 @@ class _Connection:
         self._correlation_id = 0
 
     @classmethod
-    async def open(cls, host: str, port: int, client_id: str, timeout_s: float) -> _Connection:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
-        return cls(reader, writer, client_id)
+    async def open(cls, host: str, port: int, client_id: str, timeout_s: float,
+                   security: ClientSecurity | None = None) -> _Connection:
+        """Connect (TLS when the inter-broker listener wants it) and log in (SASL when it wants that)."""
+        tls = security.ssl_context if security is not None and security.uses_ssl else None
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(host, port, ssl=tls, server_hostname=host if tls is not None else None),
+            timeout_s)
+        conn = cls(reader, writer, client_id)
+        if security is not None and security.uses_sasl:
+            try:
+                await conn.authenticate(security, timeout_s)
+            except BaseException:
+                await conn.close()
+                raise
+        return conn
+
+    async def authenticate(self, security: ClientSecurity, timeout_s: float) -> None:
+        client = security.sasl_client()
+        handshake = await self.send(SaslHandshakeRequest(mechanism=client.mechanism), 1, timeout_s)
+        assert isinstance(handshake, SaslHandshakeResponse)
+        if handshake.error_code != ErrorCode.NONE:
+            raise ConnectionError(f"the leader does not offer SASL {client.mechanism} "
+                                  f"(it offers {', '.join(handshake.mechanisms)})")
+        token: bytes | None = client.first()
+        while token is not None:
+            response = await self.send(SaslAuthenticateRequest(auth_bytes=token), 1, timeout_s)
+            assert isinstance(response, SaslAuthenticateResponse)
+            if response.error_code != ErrorCode.NONE:
+                raise ConnectionError(f"inter-broker SASL login refused: {response.error_message}")
+            try:
+                token = client.respond(response.auth_bytes)
+            except SaslClientError as exc:
+                raise ConnectionError(str(exc)) from None
 
     async def send(self, request: Request, version: int, timeout_s: float) -> Response:
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
@@ -285,6 +318,7 @@ class FetcherSettings:
     quota_window_num: int = 11
     quota_window_size_seconds: int = 1
     follower_throttled_rate: int = UNTHROTTLED  # server.properties; /config/brokers/<id> overrides it
+    security: ClientSecurity | None = None  # TLS/SASL of the inter-broker listener
 
 
 class ReplicaFetcher:
@@ -334,7 +368,7 @@ class ReplicaFetcher:
             endpoint = snap.endpoint(self.source_broker, self._settings.listener_name) or broker.endpoints[0]
             self._conn = await _Connection.open(endpoint.host or "localhost", endpoint.port,
                                                 f"broker-{self._settings.broker_id}-fetcher-{self.source_broker}",
-                                                self._settings.socket_timeout_ms / 1000.0)
+                                                self._settings.socket_timeout_ms / 1000.0, self._settings.security)
         return self._conn
 
     def _ready(self) -> list[FollowedPartition]:

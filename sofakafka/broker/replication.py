@@ -16,12 +16,14 @@ from sofakafka.broker.replica_fetcher import FetcherSettings, ReplicaFetcherMana
 from sofakafka.broker.replica_manager import ReplicaManager, TopicPartition
 from sofakafka.controller.metadata import ClusterMetadata, PartitionMetadata
 from sofakafka.controller.store import MetadataStore
+from sofakafka.security.client import ClientSecurity
 
 
 class Replication:
     def __init__(self, config: KafkaConfig, broker_id: int, replica_manager: ReplicaManager, store: MetadataStore,
                  metadata: Callable[[], ClusterMetadata],
-                 run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]]) -> None:
+                 run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]],
+                 security: ClientSecurity | None = None) -> None:
         self.broker_id = broker_id
         self.fetchers = ReplicaFetcherManager(
             replica_manager,
@@ -37,6 +39,7 @@ class Replication:
                 quota_window_num=config.get_int("replication.quota.window.num"),
                 quota_window_size_seconds=config.get_int("replication.quota.window.size.seconds"),
                 follower_throttled_rate=config.get_int("follower.replication.throttled.rate"),
+                security=security,
             ),
             metadata,
         )

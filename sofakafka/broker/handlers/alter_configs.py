@@ -16,6 +16,9 @@ id or another resource type INVALID_REQUEST.
 
 Version notes: v1 only adds throttle-time semantics; the layout is the same. The helpers here
 (``apply_topic_configs``, ``apply_broker_configs``) also serve IncrementalAlterConfigs.
+
+Authorization (with an authorizer): ALTER_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED) or, for
+brokers, on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from collections.abc import Mapping
 
 from sofakafka.broker.config import CONFIG_KEYS, ConfigError, ConfigType, DynamicUpdateMode, parse_value
 from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.broker.handlers import _authz as authz
 from sofakafka.broker.handlers.describe_configs import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
@@ -129,6 +133,13 @@ async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest
         response = ResourceResponse(resource_type=resource.resource_type, resource_name=resource.resource_name,
                                     error_message=None)
         configs = {c.name: c.value for c in resource.configs if c.value is not None}
+        denied = authz.config_resource_denied(ctx, resource.resource_type, resource.resource_name,
+                                              authz.AclOperation.ALTER_CONFIGS)
+        if denied is not None:
+            response.error_code = denied
+            response.error_message = "Authorization failed."
+            responses.append(response)
+            continue
         try:
             await apply_configs(ctx, resource.resource_type, resource.resource_name, configs,
                                 request.validate_only)
