@@ -31,13 +31,13 @@ import logging
 from collections.abc import Callable
 
 from sofakafka.client import BrokerConnection, ClientError
+from sofakafka.client.security import ClientSecurity
 from sofakafka.controller.metadata import ClusterMetadata, MetadataCache
 from sofakafka.protocol.errors import DecodeError, ErrorCode, KafkaError
 from sofakafka.protocol.messages.controlled_shutdown import (
     ControlledShutdownRequest,
     ControlledShutdownResponse,
 )
-from sofakafka.security.client import ClientSecurity
 
 log = logging.getLogger(__name__)
 

@@ -28,10 +28,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sofakafka.broker.config import CONFIG_KEYS, ConfigError, KafkaConfig, SecurityProtocol
+from sofakafka.client.security import ClientSecurity
 from sofakafka.controller.store import MetadataStore
 from sofakafka.security import SecurityConfigError
 from sofakafka.security.authorizer import AclAuthorizer, parse_super_users
-from sofakafka.security.client import ClientSecurity
+from sofakafka.security.client_config import client_security
 from sofakafka.security.jaas import find_login_module, jaas_config_key
 from sofakafka.security.principal import (
     ANONYMOUS,
@@ -162,7 +163,7 @@ class BrokerSecurity:
                                           f"the inter-broker listener {name} uses SASL {mechanism}: its JAAS config "
                                           "needs username=\"...\" password=\"...\" (this broker's own login)")
             username, password = found[1].options["username"], found[1].options["password"]
-        return ClientSecurity.build(protocol.value, get, mechanism=mechanism, username=username, password=password)
+        return client_security(protocol.value, get, mechanism=mechanism, username=username, password=password)
 
     # ----------------------------------------------------------------------------------------- runtime
 

@@ -36,6 +36,8 @@ from dataclasses import dataclass
 
 from sofakafka.broker.replica_manager import ReplicaManager, TopicPartition
 from sofakafka.broker.replication_quota import UNTHROTTLED, ReplicationQuota, follower_throttled
+from sofakafka.client.errors import AuthenticationError
+from sofakafka.client.security import ClientSecurity, SaslLogin
 from sofakafka.controller.metadata import ClusterMetadata, PartitionMetadata
 from sofakafka.protocol.api import decode_response, encode_request, size_prefixed
 from sofakafka.protocol.errors import DecodeError, ErrorCode
@@ -46,10 +48,7 @@ from sofakafka.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
 )
-from sofakafka.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
-from sofakafka.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from sofakafka.protocol.schema import Request, Response
-from sofakafka.security.client import ClientSecurity, SaslClientError
 from sofakafka.storage.log import Log
 
 log = logging.getLogger(__name__)
@@ -250,22 +249,11 @@ class _Connection:
         return conn
 
     async def authenticate(self, security: ClientSecurity, timeout_s: float) -> None:
-        client = security.sasl_client()
-        handshake = await self.send(SaslHandshakeRequest(mechanism=client.mechanism), 1, timeout_s)
-        assert isinstance(handshake, SaslHandshakeResponse)
-        if handshake.error_code != ErrorCode.NONE:
-            raise ConnectionError(f"the leader does not offer SASL {client.mechanism} "
-                                  f"(it offers {', '.join(handshake.mechanisms)})")
-        token: bytes | None = client.first()
-        while token is not None:
-            response = await self.send(SaslAuthenticateRequest(auth_bytes=token), 1, timeout_s)
-            assert isinstance(response, SaslAuthenticateResponse)
-            if response.error_code != ErrorCode.NONE:
-                raise ConnectionError(f"inter-broker SASL login refused: {response.error_message}")
-            try:
-                token = client.respond(response.auth_bytes)
-            except SaslClientError as exc:
-                raise ConnectionError(str(exc)) from None
+        """The SASL login of the inter-broker listener (SaslHandshake and SaslAuthenticate v1)."""
+        login = SaslLogin(security, "the leader")
+        request: Request | None = login.first_request()
+        while request is not None:
+            request = login.next_request(await self.send(request, 1, timeout_s))
 
     async def send(self, request: Request, version: int, timeout_s: float) -> Response:
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
@@ -399,7 +387,8 @@ class ReplicaFetcher:
                 fetching = [fp for fp in ready if not fp.needs_truncation and self._current(fp)]
                 if fetching:
                     await self._fetch(fetching)
-            except (TimeoutError, OSError, ConnectionError, asyncio.IncompleteReadError, DecodeError) as exc:
+            except (TimeoutError, OSError, ConnectionError, asyncio.IncompleteReadError, DecodeError,
+                    AuthenticationError) as exc:
                 log.info("replica fetcher from broker %d: %s; retrying in %d ms", self.source_broker,
                          exc or type(exc).__name__, self._settings.fetch_backoff_ms)
                 await self._disconnect()

@@ -14,9 +14,9 @@ from sofakafka.broker.config import KafkaConfig
 from sofakafka.broker.isr import IsrManager
 from sofakafka.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from sofakafka.broker.replica_manager import ReplicaManager, TopicPartition
+from sofakafka.client.security import ClientSecurity
 from sofakafka.controller.metadata import ClusterMetadata, PartitionMetadata
 from sofakafka.controller.store import MetadataStore
-from sofakafka.security.client import ClientSecurity
 
 
 class Replication:

@@ -27,6 +27,17 @@ from typing import TypeVar
 
 from sofakafka.client.connection import BrokerConnection
 from sofakafka.client.errors import BrokerConnectionError, NoBrokersAvailableError, RequestTimeoutError
+from sofakafka.client.security import ClientSecurity
+from sofakafka.protocol.acl import (
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode, KafkaError
 from sofakafka.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
@@ -67,17 +78,6 @@ from sofakafka.protocol.records import (
 )
 from sofakafka.protocol.records.buffer import Buffer
 from sofakafka.protocol.schema import Request, Response
-from sofakafka.security.acl import (
-    AccessControlEntry,
-    AclBinding,
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourcePattern,
-    ResourceType,
-)
-from sofakafka.security.client import ClientSecurity
 
 T = TypeVar("T")
 

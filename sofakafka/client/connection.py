@@ -7,7 +7,7 @@ only after the previous response was read, so correlation ids only need to detec
 to demultiplex. Every call has a deadline; when it passes the connection is closed, because a late
 response would otherwise be read as the answer to the next request.
 
-With a :class:`~sofakafka.security.client.ClientSecurity` the socket is wrapped in TLS first (SSL,
+With a :class:`~sofakafka.client.security.ClientSecurity` the socket is wrapped in TLS first (SSL,
 SASL_SSL) and, for SASL_*, the login follows ApiVersions: SaslHandshake v1 then SaslAuthenticate until the
 mechanism is done. A refused login raises :class:`AuthenticationError` with the broker's message.
 
@@ -27,14 +27,12 @@ from sofakafka.client.errors import (
     RequestTimeoutError,
     UnsupportedApiError,
 )
+from sofakafka.client.security import ClientSecurity, SaslLogin
 from sofakafka.protocol.api import ApiKey, decode_response, encode_request, request_type
 from sofakafka.protocol.errors import DecodeError, ErrorCode, KafkaError
 from sofakafka.protocol.headers import RequestHeader
 from sofakafka.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
-from sofakafka.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
-from sofakafka.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from sofakafka.protocol.schema import Request, Response
-from sofakafka.security.client import ClientSecurity, SaslClientError
 
 _SIZE = struct.Struct(">i")
 # A response bigger than this is a confused peer (or not Kafka at all), not something to allocate.
@@ -145,24 +143,11 @@ class BrokerConnection:
 
     def _authenticate(self, security: ClientSecurity) -> None:
         """SaslHandshake v1, then SaslAuthenticate rounds until the mechanism has nothing more to say."""
-        client = security.sasl_client()
-        handshake = self.send(SaslHandshakeRequest(mechanism=client.mechanism),
-                              min(1, self.supported_version(ApiKey.SASL_HANDSHAKE)))
-        assert isinstance(handshake, SaslHandshakeResponse)
-        if handshake.error_code != ErrorCode.NONE:
-            raise AuthenticationError(f"{self.host}:{self.port} does not offer SASL mechanism {client.mechanism} "
-                                      f"(it offers {', '.join(handshake.mechanisms) or 'none'})")
-        version = self.supported_version(ApiKey.SASL_AUTHENTICATE)
-        token: bytes | None = client.first()
-        while token is not None:
-            response = self.send(SaslAuthenticateRequest(auth_bytes=token), version)
-            assert isinstance(response, SaslAuthenticateResponse)
-            if response.error_code != ErrorCode.NONE:
-                raise AuthenticationError(response.error_message or ErrorCode.for_code(response.error_code).name)
-            try:
-                token = client.respond(response.auth_bytes)
-            except SaslClientError as e:
-                raise AuthenticationError(str(e)) from e
+        login = SaslLogin(security, f"{self.host}:{self.port}")
+        request: Request | None = login.first_request()
+        while request is not None:
+            version = self.supported_version(request.API_KEY, 1 if request.API_KEY == ApiKey.SASL_HANDSHAKE else None)
+            request = login.next_request(self.send(request, version))
 
     def supported_version(self, api_key: int, max_version: int | None = None) -> int:
         """The highest version of ``api_key`` both we and the broker speak (capped by ``max_version``)."""

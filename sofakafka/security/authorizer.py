@@ -25,8 +25,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
-from sofakafka.security.acl import (
-    IMPLIED_BY,
+from sofakafka.protocol.acl import (
     WILDCARD_HOST,
     WILDCARD_PRINCIPAL,
     WILDCARD_RESOURCE,
@@ -39,6 +38,7 @@ from sofakafka.security.acl import (
     ResourcePattern,
     ResourceType,
 )
+from sofakafka.security.acl import IMPLIED_BY
 
 log = logging.getLogger("sofakafka.authorizer")
 

@@ -46,13 +46,15 @@ from sofakafka.controller.store import (
     StoreError,
     WatchedEvent,
 )
-from sofakafka.security.acl import (
+from sofakafka.protocol.acl import (
     CONCRETE_RESOURCE_TYPES,
     AccessControlEntry,
     AclBinding,
     AclBindingFilter,
     PatternType,
     ResourcePattern,
+)
+from sofakafka.security.acl import (
     decode_acls,
     decode_change,
     encode_acls,

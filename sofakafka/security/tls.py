@@ -3,7 +3,8 @@
 Key store (our certificate and private key), ``ssl.keystore.type=PEM`` and either
 
 * ``ssl.keystore.location``: a PEM file holding the private key and the certificate chain
-  (``ssl.key.password`` decrypts an encrypted key), or
+  (``ssl.key.password`` decrypts an encrypted key), or librdkafka's ``ssl.certificate.location`` and
+  ``ssl.key.location`` (two files; clients only), or
 * ``ssl.keystore.certificate.chain`` and ``ssl.keystore.key``: the PEM text itself.
 
 Trust store (the CAs we accept from peers), ``ssl.truststore.type=PEM`` and ``ssl.truststore.location`` (a PEM
@@ -77,7 +78,13 @@ def _check_type(get: Getter, key: str) -> None:
 
 
 def _load_keystore(ctx: ssl.SSLContext, get: Getter, *, required: bool) -> None:
-    location = get("ssl.keystore.location")
+    location, location_key, key_location = get("ssl.keystore.location"), "ssl.keystore.location", None
+    if not location and get("ssl.certificate.location"):
+        # librdkafka's client names: the certificate chain and the key in two PEM files.
+        location, location_key = get("ssl.certificate.location"), "ssl.certificate.location"
+        key_location = get("ssl.key.location")
+        if key_location and not os.path.isfile(key_location):
+            raise SecurityConfigError("ssl.key.location", f"no such file {key_location!r}")
     chain = get("ssl.keystore.certificate.chain")
     key_text = get("ssl.keystore.key")
     password = get("ssl.key.password") or None
@@ -88,15 +95,15 @@ def _load_keystore(ctx: ssl.SSLContext, get: Getter, *, required: bool) -> None:
         return
     _check_type(get, "ssl.keystore.type")
     if location and (chain or key_text):
-        raise SecurityConfigError("ssl.keystore.location", "set either ssl.keystore.location or "
+        raise SecurityConfigError(location_key, f"set either {location_key} or "
                                   "ssl.keystore.certificate.chain/ssl.keystore.key, not both")
     if location:
         if not os.path.isfile(location):
-            raise SecurityConfigError("ssl.keystore.location", f"no such file {location!r}")
+            raise SecurityConfigError(location_key, f"no such file {location!r}")
         try:
-            ctx.load_cert_chain(location, password=password)
+            ctx.load_cert_chain(location, key_location, password=password)
         except (ssl.SSLError, OSError, ValueError) as exc:
-            raise SecurityConfigError("ssl.keystore.location", f"cannot load a PEM key and certificate chain "
+            raise SecurityConfigError(location_key, f"cannot load a PEM key and certificate chain "
                                       f"from {location!r}: {exc}") from None
         return
     if not chain or not key_text:

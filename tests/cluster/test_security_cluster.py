@@ -19,10 +19,9 @@ from confluent_kafka import Consumer, Producer
 
 from sofakafka.client import KafkaClient, NewTopic
 from sofakafka.client.errors import AuthenticationError
+from sofakafka.client.security import ClientSecurity
 from sofakafka.controller.zookeeper import ZooKeeperMetadataStore
-from sofakafka.protocol.errors import ErrorCode
-from sofakafka.protocol.messages.fetch import FetchRequest, FetchResponse
-from sofakafka.security.acl import (
+from sofakafka.protocol.acl import (
     AccessControlEntry,
     AclBinding,
     AclOperation,
@@ -31,7 +30,9 @@ from sofakafka.security.acl import (
     ResourcePattern,
     ResourceType,
 )
-from sofakafka.security.client import ClientSecurity
+from sofakafka.protocol.errors import ErrorCode
+from sofakafka.protocol.messages.fetch import FetchRequest, FetchResponse
+from sofakafka.security.client_config import client_security_from_properties
 from sofakafka.security.scram import make_credential
 from sofakafka.security.store import SecurityMetadata
 from tests.cluster.conftest import ZooKeeperServer
@@ -46,12 +47,12 @@ JAAS_BROKER = ('org.apache.kafka.common.security.scram.ScramLoginModule required
 
 
 def admin_security() -> ClientSecurity:
-    return ClientSecurity.from_properties({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+    return client_security_from_properties({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
                                            "sasl.username": "admin", "sasl.password": "admin-secret"})
 
 
 def scram(user: str, password: str) -> ClientSecurity:
-    return ClientSecurity.from_properties({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
+    return client_security_from_properties({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
                                            "sasl.username": user, "sasl.password": password})
 
 

@@ -32,7 +32,7 @@ from kafka.errors import GroupAuthorizationFailedError, TopicAuthorizationFailed
 
 from sofakafka.client import AuthenticationError, ClientError, KafkaClient
 from sofakafka.protocol.errors import ErrorCode
-from sofakafka.security.client import ClientSecurity
+from sofakafka.security.client_config import client_security_from_properties
 from tests.integration.conftest import _USED_BY_CURRENT_TEST
 from tests.integration.security_setup import ADMIN, PLAIN_USER, SecureBroker, start_secure_broker
 
@@ -328,7 +328,7 @@ def test_wrong_password_and_unknown_user_fail_alike_and_the_log_says_which(sb: S
         asyncio.run(_aiokafka_login(sb, listener, "SCRAM-SHA-512", "user512", "bad"))
     assert "[Error 58] SaslAuthenticationFailed" in caplog.text
     # Our own client says the same.
-    security = ClientSecurity.from_properties({"security.protocol": listener, "sasl.mechanism": "SCRAM-SHA-512",
+    security = client_security_from_properties({"security.protocol": listener, "sasl.mechanism": "SCRAM-SHA-512",
                                                "sasl.username": "user512", "sasl.password": "bad",
                                                "ssl.ca.location": sb.pki.ca})
     with pytest.raises(AuthenticationError, match="invalid credentials"):
@@ -373,7 +373,7 @@ def test_an_untrusted_or_missing_client_certificate_is_refused(sb: SecureBroker)
     # Our own client fails too (it sees the connection close: the broker drops the socket without flushing
     # OpenSSL's alert, so the reason is in the broker's log, above, not on the client).
     for props in ({}, {"ssl.certificate.location": sb.pki.rogue_cert, "ssl.key.location": sb.pki.rogue_key}):
-        security = ClientSecurity.from_properties({"security.protocol": "SSL", "ssl.ca.location": sb.pki.ca, **props})
+        security = client_security_from_properties({"security.protocol": "SSL", "ssl.ca.location": sb.pki.ca, **props})
         with pytest.raises(ClientError):
             KafkaClient(sb.address("SSLREQ"), security=security, request_timeout_ms=10000).metadata()
     # kafka-python fails too.
@@ -438,7 +438,7 @@ def test_a_reader_of_orders_topics_consumes_but_cannot_produce_or_see_other_topi
         consumer2.close()
 
     # Asked by name, the other topic is TOPIC_AUTHORIZATION_FAILED (whether it exists is not said).
-    security = ClientSecurity.from_properties({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
+    security = client_security_from_properties({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
                                                "sasl.username": READER[0], "sasl.password": READER[1]})
     with KafkaClient(sb.address("SASL_PLAINTEXT"), security=security) as client:
         md = client.metadata([other, "no-such-topic", orders])

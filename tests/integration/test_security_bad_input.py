@@ -22,7 +22,7 @@ from sofakafka.protocol.messages.api_versions import ApiVersionsRequest
 from sofakafka.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from sofakafka.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from sofakafka.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
-from sofakafka.security.client import ClientSecurity
+from sofakafka.security.client_config import client_security_from_properties
 from tests.integration.conftest import _USED_BY_CURRENT_TEST
 from tests.integration.security_setup import PLAIN_USER, SecureBroker, start_secure_broker
 from tests.integration.wire import call, recv_frame, send
@@ -48,7 +48,7 @@ def sb(secure: SecureBroker) -> Iterator[SecureBroker]:
     yield secure
     assert secure.broker.alive(), secure.broker.log_tail()
     # Every bad connection closed alone: a logged-in client still works, and nothing was a traceback.
-    security = ClientSecurity.from_properties({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+    security = client_security_from_properties({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
                                                "sasl.username": PLAIN_USER[0], "sasl.password": PLAIN_USER[1]})
     with KafkaClient(secure.address("SASL_PLAINTEXT"), security=security) as client:
         assert client.metadata().brokers

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from sofakafka.broker.handlers import RequestContext
+from sofakafka.protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
 from sofakafka.protocol.errors import ErrorCode, KafkaError
-from sofakafka.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 __all__ = ["AclOperation", "ResourceType", "authorize", "authorize_cluster", "authorized_names", "enabled"]
 

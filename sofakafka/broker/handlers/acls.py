@@ -18,12 +18,7 @@ import logging
 
 from sofakafka.broker.handlers import RequestContext, handles
 from sofakafka.broker.handlers import _authz as authz
-from sofakafka.protocol.api import ApiKey
-from sofakafka.protocol.errors import ErrorCode
-from sofakafka.protocol.messages.create_acls import CreateAclsRequest, CreateAclsResponse
-from sofakafka.protocol.messages.delete_acls import DeleteAclsRequest, DeleteAclsResponse
-from sofakafka.protocol.messages.describe_acls import DescribeAclsRequest, DescribeAclsResponse
-from sofakafka.security.acl import (
+from sofakafka.protocol.acl import (
     CLUSTER_NAME,
     AccessControlEntry,
     AccessControlEntryFilter,
@@ -35,8 +30,13 @@ from sofakafka.security.acl import (
     ResourcePattern,
     ResourcePatternFilter,
     ResourceType,
-    validate_binding,
 )
+from sofakafka.protocol.api import ApiKey
+from sofakafka.protocol.errors import ErrorCode
+from sofakafka.protocol.messages.create_acls import CreateAclsRequest, CreateAclsResponse
+from sofakafka.protocol.messages.delete_acls import DeleteAclsRequest, DeleteAclsResponse
+from sofakafka.protocol.messages.describe_acls import DescribeAclsRequest, DescribeAclsResponse
+from sofakafka.security.acl import validate_binding
 from sofakafka.security.store import SecurityStoreError
 
 log = logging.getLogger(__name__)

@@ -30,10 +30,10 @@ from sofakafka.broker.handlers import RequestContext, handles
 from sofakafka.broker.handlers import _authz as authz
 from sofakafka.controller.metadata import ClusterMetadata, TopicMetadata
 from sofakafka.controller.topics import NewTopic, validate_topic_name
+from sofakafka.protocol.acl import CLUSTER_NAME
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode, KafkaError
 from sofakafka.protocol.messages.metadata import MetadataRequest, MetadataResponse
-from sofakafka.security.acl import CLUSTER_NAME
 from sofakafka.security.authorizer import authorized_operations_bits
 
 log = logging.getLogger(__name__)

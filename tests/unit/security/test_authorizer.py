@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sofakafka.security.acl import (
+from sofakafka.protocol.acl import (
     AccessControlEntry,
     AccessControlEntryFilter,
     AclBinding,
@@ -19,6 +19,8 @@ from sofakafka.security.acl import (
     ResourcePattern,
     ResourcePatternFilter,
     ResourceType,
+)
+from sofakafka.security.acl import (
     decode_acls,
     decode_change,
     encode_acls,

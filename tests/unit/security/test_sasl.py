@@ -1,12 +1,21 @@
-"""SASL mechanisms and the connection authenticator, driven by scramp's client (a real SCRAM client)."""
+"""SASL mechanisms and the connection authenticator, driven by scramp's client (a real SCRAM client), and our
+own client's login (sofakafka/client/security.py) against them."""
 
 from __future__ import annotations
+
+import base64
+import re
 
 import pytest
 import scramp
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sofakafka.client.errors import AuthenticationError
+from sofakafka.client.security import ClientSecurity, SaslLogin
+from sofakafka.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
+from sofakafka.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
+from sofakafka.protocol.schema import Request, Response
 from sofakafka.security import SecurityConfigError
 from sofakafka.security.jaas import find_login_module, parse_jaas_config
 from sofakafka.security.sasl import (
@@ -310,3 +319,55 @@ class AuthenticatorMachine(RuleBasedStateMachine):
 
 
 TestAuthenticatorMachine = AuthenticatorMachine.TestCase
+
+
+# ------------------------------------------------------------------------------- our client's login against it
+
+
+def client_login(auth: SaslAuthenticator, security: ClientSecurity) -> None:
+    """Drive our client's SaslLogin (sofakafka/client/security.py) against the server's authenticator, turning
+    each request into what the broker's handlers answer (sasl_handshake.py, sasl_authenticate.py)."""
+    login = SaslLogin(security, "the broker")
+    request: Request | None = login.first_request()
+    while request is not None:
+        response: Response
+        if isinstance(request, SaslHandshakeRequest):
+            result = auth.handshake(request.mechanism, 1)
+            response = SaslHandshakeResponse(error_code=result.error_code, mechanisms=list(result.mechanisms))
+        else:
+            assert isinstance(request, SaslAuthenticateRequest)
+            try:
+                response = SaslAuthenticateResponse(error_code=0, auth_bytes=auth.authenticate(request.auth_bytes, 0))
+            except SaslAuthenticationError as exc:
+                response = SaslAuthenticateResponse(error_code=58, error_message=str(exc), auth_bytes=b"")
+        request = login.next_request(response)
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
+def test_our_client_logs_in_with_each_mechanism(mechanism: str) -> None:
+    auth = authenticator()
+    password = "pw" if mechanism == "PLAIN" else "alice-secret"
+    client_login(auth, ClientSecurity("SASL_PLAINTEXT", None, mechanism, "alice", password))
+    assert auth.state is SaslState.COMPLETE and auth.principal == "User:alice"
+
+
+@pytest.mark.parametrize(("mechanism", "password", "message"), [
+    ("PLAIN", "wrong", "Authentication failed: Invalid username or password"),
+    ("SCRAM-SHA-256", "wrong", "Authentication failed during authentication due to invalid credentials"),
+    ("SCRAM-SHA-512", "alice-secret", "does not offer SASL mechanism SCRAM-SHA-512 (it offers PLAIN, SCRAM-SHA-256)"),
+])
+def test_our_client_reports_a_refused_login_with_the_brokers_words(mechanism: str, password: str, message: str) -> None:
+    with pytest.raises(AuthenticationError, match=re.escape(message)):
+        client_login(authenticator(), ClientSecurity("SASL_SSL", None, mechanism, "alice", password))
+
+
+def test_our_scram_client_refuses_a_server_that_cannot_prove_it_knows_the_credential() -> None:
+    """A server answering with a made-up signature (it does not hold the user's server key) is an impostor."""
+    class Impostor(ScramServer):
+        def evaluate(self, token: bytes) -> bytes:
+            answer = super().evaluate(token)
+            return b"v=" + base64.b64encode(b"\0" * 32) if answer.startswith(b"v=") else answer
+
+    auth = SaslAuthenticator(["SCRAM-SHA-256"], lambda m: Impostor(m, lookup))
+    with pytest.raises(AuthenticationError, match="the server's answer does not verify"):
+        client_login(auth, ClientSecurity("SASL_SSL", None, "SCRAM-SHA-256", "alice", "alice-secret"))

@@ -15,7 +15,7 @@ import pytest
 
 from sofakafka.controller.embedded import EmbeddedMetadataServer
 from sofakafka.controller.store import MetadataStore
-from sofakafka.security.acl import (
+from sofakafka.protocol.acl import (
     AccessControlEntry,
     AccessControlEntryFilter,
     AclBinding,
