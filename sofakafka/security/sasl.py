@@ -12,7 +12,8 @@ Two layers:
   headers), answers the handshake, feeds tokens to the mechanism, and keeps the KIP-368 session: once
   authenticated with ``connections.max.reauth.ms`` > 0 the session lasts that long, a new handshake and
   authentication may renew it with the same principal and mechanism, and an expired session ends the
-  connection at its next request. Times are passed in by the caller (milliseconds), never read here.
+  connection at its next request; with it 0 (the default) a handshake after the login is refused
+  (ILLEGAL_SASL_STATE) and the connection carries on, as Kafka's request handler answers it. Times are passed in by the caller (milliseconds), never read here.
 
 PLAIN's users come from ``user_<name>="<password>"`` options of the listener's JAAS config (Kafka's
 PlainServerCallbackHandler); SCRAM's credentials from a lookup the broker backs with ``/config/users``.
@@ -278,10 +279,9 @@ class SaslAuthenticator:
             if self.session_expires_at_ms is not None and now_ms >= self.session_expires_at_ms:
                 raise IllegalSaslStateError("the SASL session expired (connections.max.reauth.ms) without "
                                             "re-authentication")
-            if api_key == SASL_HANDSHAKE:
-                return  # KIP-368 re-authentication starts
-            if api_key == SASL_AUTHENTICATE:
-                raise IllegalSaslStateError("SaslAuthenticate without a new SaslHandshake")
+            # Anything goes once logged in: a SaslHandshake may start a KIP-368 re-authentication, and a
+            # SaslAuthenticate without one is answered ILLEGAL_SASL_STATE by its handler, as Kafka's KafkaApis
+            # answers it, on a connection that stays open.
             return
         if self.state is SaslState.HANDSHAKE and api_key in (API_VERSIONS, SASL_HANDSHAKE):
             if api_key == API_VERSIONS and self._reauthenticating:
@@ -300,6 +300,11 @@ class SaslAuthenticator:
             self.state = SaslState.FAILED
             return HandshakeResult(self.UNSUPPORTED_SASL_MECHANISM, self.enabled_mechanisms)
         if reauth:
+            if self.reauth_ms <= 0:
+                # Kafka re-authenticates only when connections.max.reauth.ms is set; without it the handshake
+                # reaches the request handler, which answers ILLEGAL_SASL_STATE and no mechanisms, and the
+                # connection carries on as it was.
+                return HandshakeResult(self.ILLEGAL_SASL_STATE, ())
             if version == 0:
                 self.state = SaslState.FAILED
                 return HandshakeResult(self.ILLEGAL_SASL_STATE, self.enabled_mechanisms)

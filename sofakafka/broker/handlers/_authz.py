@@ -57,6 +57,6 @@ def config_resource_denied(ctx: RequestContext, resource_type: int, name: str,
 
 
 def require_cluster_action(ctx: RequestContext) -> None:
-    """Inter-broker APIs (StopReplica, ControlledShutdown, follower OffsetForLeaderEpoch) need CLUSTER_ACTION."""
+    """Inter-broker APIs (StopReplica, ControlledShutdown) need CLUSTER_ACTION."""
     if not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
         raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")

@@ -5,8 +5,11 @@ CreateAcls and DeleteAcls need ALTER on the cluster, DescribeAcls DESCRIBE (else
 CLUSTER_AUTHORIZATION_FAILED). v0 knows LITERAL patterns only (the codec fills that in); v1 adds PREFIXED
 patterns and the MATCH/ANY filters.
 
-CreateAcls refuses, per creation, with INVALID_REQUEST: unknown elements or filter values (ANY, MATCH), an
-empty resource name, a CLUSTER resource not named ``kafka-cluster``, a principal that is not ``Type:name``;
+A CreateAcls with a 0 (UNKNOWN) resource type, pattern type, operation or permission code closes the
+connection without an answer, as Kafka 2.6's request parsing refuses it before any handler runs (another code
+Kafka does not know is refused per creation, below). A filter with UNKNOWN elements matches nothing, as in Kafka.
+
+CreateAcls refuses, per creation, with INVALID_REQUEST: filter values (ANY, MATCH), an empty resource name, a CLUSTER resource not named ``kafka-cluster``, a principal that is not ``Type:name``;
 the rest are written to the metadata tree (``/kafka-acl``, ``/kafka-acl-extended``) with their change
 notifications, so every broker applies them at once. DeleteAcls removes every binding each filter matches and
 lists them per filter. Store writes run on a worker thread.
@@ -41,6 +44,8 @@ from sofakafka.security.store import SecurityStoreError
 
 log = logging.getLogger(__name__)
 
+UNKNOWN_CODE = 0  # every ACL enum's UNKNOWN
+
 NO_AUTHORIZER = "No Authorizer is configured on the broker"
 CreationResult = CreateAclsResponse.AclCreationResult
 FilterResult = DeleteAclsResponse.DeleteAclsFilterResult
@@ -74,11 +79,20 @@ def _filter(resource_type: int, name: str | None, pattern_type: int, principal: 
                                  AclPermissionType(AclPermissionType.from_code(permission))))
 
 
+def _creation_is_unknown(c: CreateAclsRequest.AclCreation) -> bool:
+    """What Kafka 2.6's CreateAcls parsing refuses: a code that *is* UNKNOWN (0) in any of the four fields."""
+    return UNKNOWN_CODE in (c.resource_type, c.resource_pattern_type, c.operation, c.permission_type)
+
+
 @handles(ApiKey.CREATE_ACLS, 0, 2)
-async def handle_create_acls(ctx: RequestContext, request: CreateAclsRequest) -> CreateAclsResponse:
+async def handle_create_acls(ctx: RequestContext, request: CreateAclsRequest) -> CreateAclsResponse | None:
     def all_fail(code: ErrorCode, message: str) -> CreateAclsResponse:
         return CreateAclsResponse(results=[CreationResult(error_code=code, error_message=message)
                                            for _ in request.creations])
+
+    if any(_creation_is_unknown(c) for c in request.creations):
+        ctx.close_connection("CreateAcls with UNKNOWN (0) elements, which Kafka cannot parse")
+        return None
 
     metadata = ctx.broker.security_metadata
     if ctx.broker.authorizer is None or metadata is None:
@@ -92,7 +106,7 @@ async def handle_create_acls(ctx: RequestContext, request: CreateAclsRequest) ->
         if isinstance(binding, str):
             results.append(CreationResult(error_code=ErrorCode.INVALID_REQUEST, error_message=binding))
         else:
-            results.append(CreationResult(error_code=ErrorCode.NONE, error_message=None))
+            results.append(CreationResult(error_code=ErrorCode.NONE, error_message=""))  # Kafka's "no message"
             valid.append((i, binding))
     if valid:
         try:
@@ -107,17 +121,14 @@ async def handle_create_acls(ctx: RequestContext, request: CreateAclsRequest) ->
 
 @handles(ApiKey.DESCRIBE_ACLS, 0, 2)
 async def handle_describe_acls(ctx: RequestContext, request: DescribeAclsRequest) -> DescribeAclsResponse:
+    flt = _filter(request.resource_type_filter, request.resource_name_filter, request.pattern_type_filter,
+                  request.principal_filter, request.host_filter, request.operation, request.permission_type)
     authorizer = ctx.broker.authorizer
     if authorizer is None:
         return DescribeAclsResponse(error_code=ErrorCode.SECURITY_DISABLED, error_message=NO_AUTHORIZER)
     if not authz.authorize_cluster(ctx, AclOperation.DESCRIBE):
         return DescribeAclsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                                     error_message="Cluster authorization failed.")
-    flt = _filter(request.resource_type_filter, request.resource_name_filter, request.pattern_type_filter,
-                  request.principal_filter, request.host_filter, request.operation, request.permission_type)
-    if flt.is_unknown:
-        return DescribeAclsResponse(error_code=ErrorCode.INVALID_REQUEST,
-                                    error_message="The filter contains UNKNOWN elements")
     grouped: dict[ResourcePattern, list[AccessControlEntry]] = {}
     for b in authorizer.acls(flt):
         grouped.setdefault(b.pattern, []).append(b.entry)
@@ -128,7 +139,7 @@ async def handle_describe_acls(ctx: RequestContext, request: DescribeAclsRequest
         for p, entries in grouped.items()
         if ctx.api_version >= 1 or p.pattern_type == PatternType.LITERAL
     ]
-    return DescribeAclsResponse(error_code=ErrorCode.NONE, error_message=None, resources=resources)
+    return DescribeAclsResponse(error_code=ErrorCode.NONE, error_message="", resources=resources)
 
 
 @handles(ApiKey.DELETE_ACLS, 0, 2)
@@ -137,26 +148,20 @@ async def handle_delete_acls(ctx: RequestContext, request: DeleteAclsRequest) ->
         return DeleteAclsResponse(filter_results=[FilterResult(error_code=code, error_message=message)
                                                   for _ in request.filters])
 
+    filters = [_filter(f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter, f.principal_filter,
+                       f.host_filter, f.operation, f.permission_type) for f in request.filters]
     metadata = ctx.broker.security_metadata
     if ctx.broker.authorizer is None or metadata is None:
         return all_fail(ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
     if not authz.authorize_cluster(ctx, AclOperation.ALTER):
         return all_fail(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
-    filters = [_filter(f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter, f.principal_filter,
-                       f.host_filter, f.operation, f.permission_type) for f in request.filters]
-    usable = [i for i, f in enumerate(filters) if not f.is_unknown]
     try:
-        deleted = await ctx.broker.run_blocking(lambda: metadata.delete_acls([filters[i] for i in usable]))
+        deleted = await ctx.broker.run_blocking(lambda: metadata.delete_acls(filters))
     except SecurityStoreError as exc:
         return all_fail(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))
-    by_index = dict(zip(usable, deleted, strict=True))
     results: list[FilterResult] = []
-    for i, _f in enumerate(filters):
-        if i not in by_index:
-            results.append(FilterResult(error_code=ErrorCode.INVALID_REQUEST,
-                                        error_message="The filter contains UNKNOWN elements"))
-            continue
-        matching = [b for b in by_index[i] if ctx.api_version >= 1 or b.pattern.pattern_type == PatternType.LITERAL]
+    for bindings in deleted:
+        matching = [b for b in bindings if ctx.api_version >= 1 or b.pattern.pattern_type == PatternType.LITERAL]
         for b in matching:
             log.info("ACL removed by %s: %s %s", ctx.principal, b.pattern, b.entry)
         results.append(FilterResult(error_code=ErrorCode.NONE, error_message=None, matching_acls=[

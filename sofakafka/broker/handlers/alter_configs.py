@@ -137,7 +137,6 @@ async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest
                                               authz.AclOperation.ALTER_CONFIGS)
         if denied is not None:
             response.error_code = denied
-            response.error_message = "Authorization failed."
             responses.append(response)
             continue
         try:

@@ -10,7 +10,8 @@ A partition named twice counts once (its last entry). The work runs on the contr
 (:meth:`~sofakafka.controller.reassignment.ReassignmentManager.alter_partition_reassignments`); if that
 thread does not get to it within ``timeout_ms`` the answer is REQUEST_TIMED_OUT at the top level.
 
-Authorization (with an authorizer): ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
+Authorization (with an authorizer): ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED at the top level and
+for every partition asked for.
 """
 
 from __future__ import annotations
@@ -40,7 +41,12 @@ async def handle_alter_partition_reassignments(
     ctx: RequestContext, request: AlterPartitionReassignmentsRequest
 ) -> AlterPartitionReassignmentsResponse:
     if not authz.authorize_cluster(ctx, authz.AclOperation.ALTER):
-        return _top_level(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+        # Kafka's error response: the code at the top and on every partition asked for.
+        denied, why = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+        return AlterPartitionReassignmentsResponse(error_code=denied, error_message=why, responses=[
+            TopicResponse(name=t.name, partitions=[
+                PartitionResponse(partition_index=p.partition_index, error_code=denied, error_message=why)
+                for p in t.partitions]) for t in request.topics])
     wanted: dict[TopicPartition, list[int] | None] = {}
     for topic in request.topics:
         for partition in topic.partitions:

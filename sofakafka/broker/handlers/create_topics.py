@@ -152,8 +152,11 @@ async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest
         if counts[topic.name] > 1:
             continue
         if creatable is not None and topic.name not in creatable:
-            results.append(error_result(topic.name, KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                                                               "Authorization failed.")))
+            denied = error_result(topic.name, KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                                         "Authorization failed."))
+            if ctx.api_version >= 5:
+                denied.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED  # as Kafka 2.6 fills it
+            results.append(denied)
             continue
         new = NewTopic(
             name=topic.name,

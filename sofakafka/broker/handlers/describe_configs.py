@@ -392,7 +392,6 @@ async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsR
                                               authz.AclOperation.DESCRIBE_CONFIGS)
         if denied is not None:
             result.error_code = denied
-            result.error_message = "Authorization failed."
             results.append(result)
             continue
         if resource.resource_type == scram_users.RESOURCE_USER:

@@ -63,7 +63,7 @@ async def handle_elect_leaders(ctx: RequestContext, request: ElectLeadersRequest
                               for tp in wanted or []}, ErrorCode.INVALID_REQUEST)
     if not authz.authorize_cluster(ctx, authz.AclOperation.ALTER):
         code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-        return _response({tp: (code, "Cluster authorization failed.") for tp in wanted or []},
+        return _response({tp: (code, None) for tp in wanted or []},
                          code if ctx.api_version >= 1 else ErrorCode.NONE)
     timeout_s = max(request.timeout_ms, 0) / 1000
     try:

@@ -167,7 +167,6 @@ async def handle_incremental_alter_configs(
                                               authz.AclOperation.ALTER_CONFIGS)
         if denied is not None:
             response.error_code = denied
-            response.error_message = "Authorization failed."
             responses.append(response)
             continue
         try:

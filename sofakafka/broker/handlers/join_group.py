@@ -31,6 +31,9 @@ from sofakafka.protocol.messages.join_group import JoinGroupRequest, JoinGroupRe
 @handles(ApiKey.JOIN_GROUP, 0, 7)
 async def handle_join_group(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
     if not authz.authorize(ctx, authz.AclOperation.READ, authz.ResourceType.GROUP, request.group_id):
-        return JoinGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        denied = JoinGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        if ctx.api_version >= 7:
+            denied.protocol_name = None  # nullable from v7, and null in Kafka's answer
+        return denied
     return await wait_for(ctx.broker.group_coordinator.join_group(
         request, ctx.api_version, ctx.client_id or "", "/" + ctx.client_host))

@@ -8,9 +8,9 @@ agree. An epoch the cache cannot place answers -1/-1 (UNDEFINED).
 Version notes: v2 adds ``current_leader_epoch`` (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH when it is older
 or newer than ours); v3 adds ``replica_id`` (-1 consumer, -2 debug), which changes nothing for a leader.
 
-Authorization (with an authorizer): a follower's request (and every v0-2 request, whose replica id is the
-debugging -2, as in Kafka) needs CLUSTER_ACTION, else CLUSTER_AUTHORIZATION_FAILED; a consumer's (replica id
--1) needs DESCRIBE on each topic, else its partitions are TOPIC_AUTHORIZATION_FAILED.
+Authorization (with an authorizer), as Kafka 2.6 checks it whoever asks (consumers use this API since KIP-320,
+followers always did): CLUSTER_ACTION on the cluster answers every partition; without it each topic needs
+DESCRIBE, else its partitions are TOPIC_AUTHORIZATION_FAILED (an unknown topic too).
 """
 
 from __future__ import annotations
@@ -43,12 +43,10 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext, request: OffsetFor
                                          ) -> OffsetForLeaderEpochResponse:
     rm = ctx.broker.replica_manager
     visible: set[str] | None = None
-    if authz.enabled(ctx):
-        if request.replica_id != -1:
-            authz.require_cluster_action(ctx)
-        else:
-            visible = authz.authorized_names(ctx, authz.AclOperation.DESCRIBE, authz.ResourceType.TOPIC,
-                                             (t.name for t in request.topics))
+    if authz.enabled(ctx) and not authz.authorize_cluster(ctx, authz.AclOperation.CLUSTER_ACTION,
+                                                          log_if_denied=False):
+        visible = authz.authorized_names(ctx, authz.AclOperation.DESCRIBE, authz.ResourceType.TOPIC,
+                                         (t.name for t in request.topics))
 
     def denied(p: PartitionRequest) -> PartitionResult:
         return PartitionResult(partition_index=p.partition_index, leader_epoch=-1, end_offset=-1,

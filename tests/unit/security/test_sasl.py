@@ -184,6 +184,20 @@ def test_authenticator_v1_flow_and_reauthentication() -> None:
         auth.check_request(0, 1501)
 
 
+def test_without_reauthentication_a_later_handshake_is_refused_and_the_login_stands() -> None:
+    """connections.max.reauth.ms=0 (Kafka's default): Kafka's request handler answers the handshake
+    ILLEGAL_SASL_STATE with no mechanisms, and the connection stays logged in (the conformance suite compares it)."""
+    auth = authenticator(reauth_ms=0)
+    auth.handshake("PLAIN", 1)
+    auth.authenticate(b"\x00alice\x00pw", now_ms=0)
+    auth.check_request(SASL_HANDSHAKE, 10)
+    result = auth.handshake("PLAIN", 1)
+    assert (result.error_code, list(result.mechanisms)) == (SaslAuthenticator.ILLEGAL_SASL_STATE, [])
+    assert auth.state is SaslState.COMPLETE and auth.principal == "User:alice"
+    auth.check_request(SASL_AUTHENTICATE, 20)  # let through: its handler answers ILLEGAL_SASL_STATE
+    auth.check_request(0, 10**9)  # no session expiry without reauth
+
+
 def test_authenticator_v0_raw_tokens_and_bad_mechanism() -> None:
     auth = authenticator()
     assert auth.handshake("PLAIN", 0).error_code == 0
@@ -273,7 +287,7 @@ class AuthenticatorMachine(RuleBasedStateMachine):
         elif self.handshook:
             expect_ok = key == 36
         else:
-            expect_ok = self.now < self.expires and key != 36
+            expect_ok = self.now < self.expires  # (a SaslAuthenticate is answered ILLEGAL_SASL_STATE, not closed)
         try:
             self.auth.check_request(key, self.now)
             assert expect_ok, f"key {key} let through"
