@@ -28,16 +28,7 @@ from typing import TypeVar
 from sofakafka.client.connection import BrokerConnection
 from sofakafka.client.errors import BrokerConnectionError, NoBrokersAvailableError, RequestTimeoutError
 from sofakafka.client.security import ClientSecurity
-from sofakafka.protocol.acl import (
-    AccessControlEntry,
-    AclBinding,
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourcePattern,
-    ResourceType,
-)
+from sofakafka.protocol import acl
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode, KafkaError
 from sofakafka.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
@@ -759,7 +750,7 @@ class KafkaClient:
 
     # -- ACLs ----------------------------------------------------------------------------------------
 
-    def create_acls(self, bindings: Sequence[AclBinding]) -> list[ItemResult]:
+    def create_acls(self, bindings: Sequence[acl.AclBinding]) -> list[ItemResult]:
         """One result per binding, in order (``name`` is the binding's text)."""
         creation = CreateAclsRequest.AclCreation
         request = CreateAclsRequest(creations=[
@@ -771,7 +762,7 @@ class KafkaClient:
         return [ItemResult(f"{b.pattern} {b.entry}", ErrorCode.for_code(r.error_code), r.error_message)
                 for b, r in zip(bindings, response.results, strict=True)]
 
-    def describe_acls(self, flt: AclBindingFilter) -> list[AclBinding]:
+    def describe_acls(self, flt: acl.AclBindingFilter) -> list[acl.AclBinding]:
         p, e = flt.pattern, flt.entry
         request = DescribeAclsRequest(resource_type_filter=p.resource_type, resource_name_filter=p.name,
                                       pattern_type_filter=p.pattern_type, principal_filter=e.principal,
@@ -780,12 +771,12 @@ class KafkaClient:
         assert isinstance(response, DescribeAclsResponse)
         if response.error_code != ErrorCode.NONE:
             raise KafkaError(ErrorCode.for_code(response.error_code), response.error_message)
-        return [AclBinding(ResourcePattern(ResourceType(r.resource_type), r.resource_name, PatternType(r.pattern_type)),
-                           AccessControlEntry(a.principal, a.host, AclOperation(a.operation),
-                                              AclPermissionType(a.permission_type)))
+        return [acl.AclBinding(acl.ResourcePattern(acl.ResourceType(r.resource_type), r.resource_name, acl.PatternType(r.pattern_type)),
+                           acl.AccessControlEntry(a.principal, a.host, acl.AclOperation(a.operation),
+                                              acl.AclPermissionType(a.permission_type)))
                 for r in response.resources for a in r.acls]
 
-    def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[list[AclBinding]]:
+    def delete_acls(self, filters: Sequence[acl.AclBindingFilter]) -> list[list[acl.AclBinding]]:
         """The bindings each filter deleted; a filter's error raises KafkaError."""
         cls = DeleteAclsRequest.DeleteAclsFilter
         request = DeleteAclsRequest(filters=[
@@ -795,14 +786,14 @@ class KafkaClient:
             for f in filters])
         response = self.send(request)
         assert isinstance(response, DeleteAclsResponse)
-        out: list[list[AclBinding]] = []
+        out: list[list[acl.AclBinding]] = []
         for r in response.filter_results:
             if r.error_code != ErrorCode.NONE:
                 raise KafkaError(ErrorCode.for_code(r.error_code), r.error_message)
-            out.append([AclBinding(ResourcePattern(ResourceType(m.resource_type), m.resource_name,
-                                                   PatternType(m.pattern_type)),
-                                   AccessControlEntry(m.principal, m.host, AclOperation(m.operation),
-                                                      AclPermissionType(m.permission_type)))
+            out.append([acl.AclBinding(acl.ResourcePattern(acl.ResourceType(m.resource_type), m.resource_name,
+                                                   acl.PatternType(m.pattern_type)),
+                                   acl.AccessControlEntry(m.principal, m.host, acl.AclOperation(m.operation),
+                                                      acl.AclPermissionType(m.permission_type)))
                         for m in r.matching_acls])
         return out
 

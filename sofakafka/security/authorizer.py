@@ -25,24 +25,12 @@ import threading
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
-from sofakafka.protocol.acl import (
-    WILDCARD_HOST,
-    WILDCARD_PRINCIPAL,
-    WILDCARD_RESOURCE,
-    AccessControlEntry,
-    AclBinding,
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourcePattern,
-    ResourceType,
-)
+from sofakafka.protocol import acl
 from sofakafka.security.acl import IMPLIED_BY
 
 log = logging.getLogger("sofakafka.authorizer")
 
-_Acls = Mapping[ResourcePattern, frozenset[AccessControlEntry]]
+_Acls = Mapping[acl.ResourcePattern, frozenset[acl.AccessControlEntry]]
 
 
 def parse_super_users(text: str | None) -> frozenset[str]:
@@ -62,7 +50,7 @@ class AclAuthorizer:
 
     # ------------------------------------------------------------------------------------------ cache
 
-    def update_resource(self, pattern: ResourcePattern, entries: Iterable[AccessControlEntry]) -> None:
+    def update_resource(self, pattern: acl.ResourcePattern, entries: Iterable[acl.AccessControlEntry]) -> None:
         """The store's ACLs of ``pattern`` are now ``entries`` (empty: the pattern has none left)."""
         frozen = frozenset(entries)
         with self._write_lock:
@@ -73,37 +61,37 @@ class AclAuthorizer:
                 acls.pop(pattern, None)
             self._acls = MappingProxyType(acls)
 
-    def replace_all(self, acls: Mapping[ResourcePattern, Iterable[AccessControlEntry]]) -> None:
+    def replace_all(self, acls: Mapping[acl.ResourcePattern, Iterable[acl.AccessControlEntry]]) -> None:
         with self._write_lock:
             self._acls = MappingProxyType({p: frozenset(e) for p, e in acls.items() if e})
 
-    def acls(self, flt: AclBindingFilter | None = None) -> list[AclBinding]:
+    def acls(self, flt: acl.AclBindingFilter | None = None) -> list[acl.AclBinding]:
         """Every binding the filter matches (all without one), sorted for stable answers."""
-        out = [AclBinding(p, e) for p, entries in self._acls.items() for e in entries]
+        out = [acl.AclBinding(p, e) for p, entries in self._acls.items() for e in entries]
         if flt is not None:
             out = [b for b in out if flt.matches(b)]
         return sorted(out)
 
-    def entries(self, pattern: ResourcePattern) -> frozenset[AccessControlEntry]:
+    def entries(self, pattern: acl.ResourcePattern) -> frozenset[acl.AccessControlEntry]:
         return self._acls.get(pattern, frozenset())
 
     # --------------------------------------------------------------------------------------- decision
 
-    def matching_acls(self, resource_type: ResourceType, name: str) -> list[AccessControlEntry]:
+    def matching_acls(self, resource_type: acl.ResourceType, name: str) -> list[acl.AccessControlEntry]:
         acls = self._acls
-        found: list[AccessControlEntry] = []
-        for literal in (name, WILDCARD_RESOURCE):
-            found.extend(acls.get(ResourcePattern(resource_type, literal, PatternType.LITERAL), ()))
-            if name == WILDCARD_RESOURCE:
+        found: list[acl.AccessControlEntry] = []
+        for literal in (name, acl.WILDCARD_RESOURCE):
+            found.extend(acls.get(acl.ResourcePattern(resource_type, literal, acl.PatternType.LITERAL), ()))
+            if name == acl.WILDCARD_RESOURCE:
                 break
         for end in range(1, len(name) + 1):
-            found.extend(acls.get(ResourcePattern(resource_type, name[:end], PatternType.PREFIXED), ()))
+            found.extend(acls.get(acl.ResourcePattern(resource_type, name[:end], acl.PatternType.PREFIXED), ()))
         return found
 
     def is_super_user(self, principal: str) -> bool:
         return principal in self.super_users
 
-    def authorize(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType,
+    def authorize(self, principal: str, host: str, operation: acl.AclOperation, resource_type: acl.ResourceType,
                   name: str, *, log_if_denied: bool = True, log_if_allowed: bool = True) -> bool:
         allowed = self._decide(principal, host, operation, resource_type, name)
         if not allowed and log_if_denied:
@@ -114,36 +102,36 @@ class AclAuthorizer:
                       principal, operation.pascal, host, resource_type.pascal, name)
         return allowed
 
-    def _decide(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType,
+    def _decide(self, principal: str, host: str, operation: acl.AclOperation, resource_type: acl.ResourceType,
                 name: str) -> bool:
         if principal in self.super_users:
             return True
         acls = self.matching_acls(resource_type, name)
         if not acls:
             return self.allow_everyone_if_no_acl_found
-        principals = (principal, WILDCARD_PRINCIPAL)
-        hosts = (host, WILDCARD_HOST)
+        principals = (principal, acl.WILDCARD_PRINCIPAL)
+        hosts = (host, acl.WILDCARD_HOST)
 
-        def exists(op: AclOperation, permission: AclPermissionType) -> bool:
+        def exists(op: acl.AclOperation, permission: acl.AclPermissionType) -> bool:
             return any(
                 e.permission_type == permission and e.principal in principals and e.host in hosts
-                and (e.operation == op or e.operation == AclOperation.ALL)
+                and (e.operation == op or e.operation == acl.AclOperation.ALL)
                 for e in acls
             )
 
-        if exists(operation, AclPermissionType.DENY):
+        if exists(operation, acl.AclPermissionType.DENY):
             return False
-        return any(exists(op, AclPermissionType.ALLOW) for op in IMPLIED_BY.get(operation, (operation,)))
+        return any(exists(op, acl.AclPermissionType.ALLOW) for op in IMPLIED_BY.get(operation, (operation,)))
 
-    def authorized_operations(self, principal: str, host: str, resource_type: ResourceType, name: str,
-                              supported: Iterable[AclOperation]) -> set[AclOperation]:
+    def authorized_operations(self, principal: str, host: str, resource_type: acl.ResourceType, name: str,
+                              supported: Iterable[acl.AclOperation]) -> set[acl.AclOperation]:
         """KIP-430: which of ``supported`` this principal may do on the resource (no logging)."""
         return {op for op in supported
                 if self.authorize(principal, host, op, resource_type, name, log_if_denied=False,
                                   log_if_allowed=False)}
 
 
-def authorized_operations_bits(ops: Iterable[AclOperation]) -> int:
+def authorized_operations_bits(ops: Iterable[acl.AclOperation]) -> int:
     """The INT32 bit field of Metadata/DescribeGroups ``authorized_operations``: bit n for operation code n."""
     bits = 0
     for op in ops:

@@ -46,14 +46,7 @@ from sofakafka.controller.store import (
     StoreError,
     WatchedEvent,
 )
-from sofakafka.protocol.acl import (
-    CONCRETE_RESOURCE_TYPES,
-    AccessControlEntry,
-    AclBinding,
-    AclBindingFilter,
-    PatternType,
-    ResourcePattern,
-)
+from sofakafka.protocol import acl
 from sofakafka.security.acl import (
     decode_acls,
     decode_change,
@@ -184,20 +177,9 @@ class SecurityMetadata:
     def _load_all_acls(self) -> None:
         if self.authorizer is None:
             return
-        acls: dict[ResourcePattern, set[AccessControlEntry]] = {}
-        for prefixed in (False, True):
-            root = zk_paths.ACL_PREFIXED_PATH if prefixed else zk_paths.ACL_PATH
-            for rtype in CONCRETE_RESOURCE_TYPES:
-                try:
-                    names = self._store.get_children(f"{root}/{rtype.pascal}")
-                except NoNodeError:
-                    continue
-                for name in names:
-                    pattern = ResourcePattern(rtype, name, PatternType.PREFIXED if prefixed else PatternType.LITERAL)
-                    acls[pattern] = self._read_acls(pattern)[0]
-        self.authorizer.replace_all(acls)
+        self.authorizer.replace_all({pattern: self._read_acls(pattern)[0] for pattern in self._all_stored_patterns()})
 
-    def _read_acls(self, pattern: ResourcePattern) -> tuple[set[AccessControlEntry], int]:
+    def _read_acls(self, pattern: acl.ResourcePattern) -> tuple[set[acl.AccessControlEntry], int]:
         """The stored entries of ``pattern`` and the znode version (-1: no znode)."""
         path = _acl_path(pattern)
         try:
@@ -325,28 +307,28 @@ class SecurityMetadata:
 
     # ---------------------------------------------------------------------------------- ACL writes
 
-    def create_acls(self, bindings: Iterable[AclBinding]) -> None:
-        by_pattern: dict[ResourcePattern, set[AccessControlEntry]] = {}
+    def create_acls(self, bindings: Iterable[acl.AclBinding]) -> None:
+        by_pattern: dict[acl.ResourcePattern, set[acl.AccessControlEntry]] = {}
         for b in bindings:
             by_pattern.setdefault(b.pattern, set()).add(b.entry)
         for pattern, entries in by_pattern.items():
             self._update_acls(pattern, lambda current, add=entries: current | add)  # type: ignore[misc]
 
-    def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[list[AclBinding]]:
+    def delete_acls(self, filters: Sequence[acl.AclBindingFilter]) -> list[list[acl.AclBinding]]:
         """The bindings each filter deleted (a binding matched by two filters is reported for both)."""
-        results: list[list[AclBinding]] = [[] for _ in filters]
+        results: list[list[acl.AclBinding]] = [[] for _ in filters]
         candidates = self._all_stored_patterns()
         for pattern in candidates:
             if not any(f.pattern.matches(pattern) for f in filters):
                 continue
-            deleted: dict[int, list[AclBinding]] = {}
+            deleted: dict[int, list[acl.AclBinding]] = {}
 
-            def remove(current: set[AccessControlEntry], pattern: ResourcePattern = pattern,
-                       deleted: dict[int, list[AclBinding]] = deleted) -> set[AccessControlEntry]:
+            def remove(current: set[acl.AccessControlEntry], pattern: acl.ResourcePattern = pattern,
+                       deleted: dict[int, list[acl.AclBinding]] = deleted) -> set[acl.AccessControlEntry]:
                 deleted.clear()
                 keep = set()
                 for entry in current:
-                    binding = AclBinding(pattern, entry)
+                    binding = acl.AclBinding(pattern, entry)
                     hits = [i for i, f in enumerate(filters) if f.matches(binding)]
                     for i in hits:
                         deleted.setdefault(i, []).append(binding)
@@ -361,23 +343,23 @@ class SecurityMetadata:
             r.sort()
         return results
 
-    def _all_stored_patterns(self) -> list[ResourcePattern]:
-        out: list[ResourcePattern] = []
+    def _all_stored_patterns(self) -> list[acl.ResourcePattern]:
+        out: list[acl.ResourcePattern] = []
         for prefixed in (False, True):
             root = zk_paths.ACL_PREFIXED_PATH if prefixed else zk_paths.ACL_PATH
-            for rtype in CONCRETE_RESOURCE_TYPES:
+            for rtype in acl.CONCRETE_RESOURCE_TYPES:
                 try:
                     names = self._store.get_children(f"{root}/{rtype.pascal}")
                 except NoNodeError:
                     continue
-                out.extend(ResourcePattern(rtype, n, PatternType.PREFIXED if prefixed else PatternType.LITERAL)
+                out.extend(acl.ResourcePattern(rtype, n, acl.PatternType.PREFIXED if prefixed else acl.PatternType.LITERAL)
                            for n in names)
         return out
 
-    def _update_acls(self, pattern: ResourcePattern,
-                     change: Callable[[set[AccessControlEntry]], set[AccessControlEntry]]) -> None:
+    def _update_acls(self, pattern: acl.ResourcePattern,
+                     change: Callable[[set[acl.AccessControlEntry]], set[acl.AccessControlEntry]]) -> None:
         path = _acl_path(pattern)
-        prefixed = pattern.pattern_type == PatternType.PREFIXED
+        prefixed = pattern.pattern_type == acl.PatternType.PREFIXED
         note = CreateOp(zk_paths.acl_change_prefix_path(prefixed),
                         encode_extended_change(pattern) if prefixed else encode_literal_change(pattern), sequence=True)
         with self._write_lock:
@@ -408,11 +390,11 @@ class SecurityMetadata:
         self._bump()
 
 
-def _acl_path(pattern: ResourcePattern) -> str:
-    if pattern.resource_type not in CONCRETE_RESOURCE_TYPES:
+def _acl_path(pattern: acl.ResourcePattern) -> str:
+    if pattern.resource_type not in acl.CONCRETE_RESOURCE_TYPES:
         raise SecurityStoreError(f"cannot store ACLs of resource type {pattern.resource_type.name}")
     if "/" in pattern.name or pattern.name in (".", ".."):
         # Kafka 2.6 writes the name as a znode name too, and cannot store these either.
         raise SecurityStoreError(f"resource name {pattern.name!r} cannot be stored as a znode name")
     return zk_paths.acl_resource_path(pattern.resource_type.pascal, pattern.name,
-                                      pattern.pattern_type == PatternType.PREFIXED)
+                                      pattern.pattern_type == acl.PatternType.PREFIXED)

@@ -21,15 +21,7 @@ from sofakafka.client import KafkaClient, NewTopic
 from sofakafka.client.errors import AuthenticationError
 from sofakafka.client.security import ClientSecurity
 from sofakafka.controller.zookeeper import ZooKeeperMetadataStore
-from sofakafka.protocol.acl import (
-    AccessControlEntry,
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourcePattern,
-    ResourceType,
-)
+from sofakafka.protocol import acl
 from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.messages.fetch import FetchRequest, FetchResponse
 from sofakafka.security.client_config import client_security_from_properties
@@ -126,8 +118,8 @@ def test_users_and_acls_added_through_one_broker_are_in_force_on_all(secure_clus
         print(f"user visible on the other brokers after {max(took):.3f} s")
         admin.create_topics([NewTopic("audit", 1, 3)])
         assert not describable(b2, "carol", "carol-pw", "audit")
-        binding = AclBinding(ResourcePattern(ResourceType.TOPIC, "audit", PatternType.LITERAL),
-                             AccessControlEntry("User:carol", "*", AclOperation.DESCRIBE, AclPermissionType.ALLOW))
+        binding = acl.AclBinding(acl.ResourcePattern(acl.ResourceType.TOPIC, "audit", acl.PatternType.LITERAL),
+                             acl.AccessControlEntry("User:carol", "*", acl.AclOperation.DESCRIBE, acl.AclPermissionType.ALLOW))
         admin.create_acls([binding])[0].raise_for_error()
         took = [wait_until("the ACL elsewhere", lambda b=b: describable(b, "carol", "carol-pw", "audit"))
                 for b in (b1, b2)]

@@ -113,13 +113,7 @@ class Session:
     def token(self, label: str, api_key: int, version: int, token: bytes) -> bytes | None:
         """A bare SASL token after a SaslHandshake v0 (size-prefixed, no Kafka header): records the answer's
         size, or that the broker closed the connection."""
-        s = self._socket()
-        s.sendall(struct.pack(">i", len(token)) + token)
-        try:
-            answer: bytes | None = _recv_frame(s)
-        except (ConnectionError, OSError):
-            answer = None
-            self.close()
+        answer = self._exchange_frame(token)
         self.note(label, api_key, version, "<closed>" if answer is None else {"token_bytes": len(answer)})
         return answer
 
@@ -138,6 +132,17 @@ class Session:
             self.exchanges.append(Exchange(label, request.API_KEY, version, "<closed>"))
             return None
 
+    def _exchange_frame(self, payload: bytes) -> bytes | None:
+        """One size-prefixed frame out and one back; None when the broker closed the connection instead (the
+        next call reconnects)."""
+        s = self._socket()
+        s.sendall(struct.pack(">i", len(payload)) + payload)
+        try:
+            return _recv_frame(s)
+        except (ConnectionError, OSError):
+            self.close()
+            return None
+
     def raw(self, label: str, api_key: int, version: int, body: bytes) -> bytes | None:
         """A hand-made frame (a corrupt or unsupported one); records what came back, or that the broker
         closed the connection (then reconnects for the next call)."""
@@ -145,14 +150,7 @@ class Session:
         header = RequestHeader(request_api_key=api_key, request_api_version=version,
                                correlation_id=self._correlation, client_id="conformance")
         from sofakafka.protocol.headers import encode_request_header
-        s = self._socket()
-        payload = bytes(encode_request_header(header)) + body
-        s.sendall(struct.pack(">i", len(payload)) + payload)
-        try:
-            frame: bytes | None = _recv_frame(s)
-        except (ConnectionError, OSError):
-            frame = None
-            self.close()
+        frame = self._exchange_frame(bytes(encode_request_header(header)) + body)
         self.exchanges.append(Exchange(label, api_key, version,
                                        "<closed>" if frame is None else {"frame_bytes_after_correlation": len(frame) - 4,
                                                                          "head": frame[4:6].hex()}))

@@ -15,14 +15,16 @@ PLAIN users come from the JAAS config (``admin``, a super user, and ``plainuser`
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import trustme
 
-from tests.integration.conftest import REPO, BrokerProcess, free_port
+from tests.integration.conftest import _USED_BY_CURRENT_TEST, REPO, BrokerProcess, free_port
 
 ADMIN = ("admin", "admin-secret")
 PLAIN_USER = ("plainuser", "plain-secret")
@@ -103,6 +105,16 @@ def secure_broker_overrides(pki: Pki, ports: dict[str, int], data_dir: Path) -> 
     }
 
 
+@contextlib.contextmanager
+def running_secure_broker(base: Path, extra: dict[str, str] | None = None) -> Iterator[SecureBroker]:
+    """:func:`start_secure_broker`, killed when the block ends."""
+    sb = start_secure_broker(base, extra)
+    try:
+        yield sb
+    finally:
+        sb.broker.kill()
+
+
 def start_secure_broker(base: Path, extra: dict[str, str] | None = None) -> SecureBroker:
     pki = make_pki(base / "pki")
     broker = BrokerProcess(base / "broker")
@@ -115,3 +127,14 @@ def start_secure_broker(base: Path, extra: dict[str, str] | None = None) -> Secu
         'username="admin" password="admin-secret";\n')
     broker.start()
     return SecureBroker(broker, pki, ports, admin_config)
+
+
+@contextlib.contextmanager
+def used_by_this_test(sb: SecureBroker) -> Iterator[SecureBroker]:
+    """A module's secure broker in one test: alive before and after it, and counted as the test's (its log is
+    shown when the test fails)."""
+    if sb.broker not in _USED_BY_CURRENT_TEST:
+        _USED_BY_CURRENT_TEST.append(sb.broker)
+    assert sb.broker.alive(), sb.broker.log_tail()
+    yield sb
+    assert sb.broker.alive(), sb.broker.log_tail()

@@ -33,8 +33,13 @@ from kafka.errors import GroupAuthorizationFailedError, TopicAuthorizationFailed
 from sofakafka.client import AuthenticationError, ClientError, KafkaClient
 from sofakafka.protocol.errors import ErrorCode
 from sofakafka.security.client_config import client_security_from_properties
-from tests.integration.conftest import _USED_BY_CURRENT_TEST
-from tests.integration.security_setup import ADMIN, PLAIN_USER, SecureBroker, start_secure_broker
+from tests.integration.security_setup import (
+    ADMIN,
+    PLAIN_USER,
+    SecureBroker,
+    running_secure_broker,
+    used_by_this_test,
+)
 
 SCRAM_USERS = {"SCRAM-SHA-256": ("user256", "pw-256"), "SCRAM-SHA-512": ("user512", "pw-512")}
 USERS = {"PLAIN": PLAIN_USER, **SCRAM_USERS}
@@ -45,8 +50,7 @@ WAIT_S = 30.0  # bounds on waiting, not timing assertions
 
 @pytest.fixture(scope="module")
 def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
-    sb = start_secure_broker(tmp_path_factory.mktemp("secure"))
-    try:
+    with running_secure_broker(tmp_path_factory.mktemp("secure")) as sb:
         for mechanism, (name, password) in SCRAM_USERS.items():
             sb.sofakafka("users", "add", name, "--password", password, "--mechanism", mechanism)
         sb.sofakafka("users", "add", READER[0], "--password", READER[1])
@@ -55,17 +59,12 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
                      "--resource-pattern-type", "PREFIXED")
         sb.sofakafka("acls", "add", *principals, "--operation", "IdempotentWrite", "--cluster")
         yield sb
-    finally:
-        sb.broker.kill()
 
 
 @pytest.fixture
 def sb(secure: SecureBroker) -> Iterator[SecureBroker]:
-    if secure.broker not in _USED_BY_CURRENT_TEST:
-        _USED_BY_CURRENT_TEST.append(secure.broker)
-    assert secure.broker.alive(), secure.broker.log_tail()
-    yield secure
-    assert secure.broker.alive(), secure.broker.log_tail()
+    with used_by_this_test(secure):
+        yield secure
 
 
 def fresh(prefix: str = "sec-") -> str:

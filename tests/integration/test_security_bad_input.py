@@ -23,8 +23,12 @@ from sofakafka.protocol.messages.metadata import MetadataRequest, MetadataRespon
 from sofakafka.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from sofakafka.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from sofakafka.security.client_config import client_security_from_properties
-from tests.integration.conftest import _USED_BY_CURRENT_TEST
-from tests.integration.security_setup import PLAIN_USER, SecureBroker, start_secure_broker
+from tests.integration.security_setup import (
+    PLAIN_USER,
+    SecureBroker,
+    running_secure_broker,
+    used_by_this_test,
+)
 from tests.integration.wire import call, recv_frame, send
 
 REAUTH_MS = 3000
@@ -33,20 +37,15 @@ WAIT_S = 30.0
 
 @pytest.fixture(scope="module")
 def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
-    sb = start_secure_broker(tmp_path_factory.mktemp("secure-bad"), {
-        "connections.max.reauth.ms": str(REAUTH_MS), "authorizer.class.name": ""})
-    try:
+    with running_secure_broker(tmp_path_factory.mktemp("secure-bad"), {
+            "connections.max.reauth.ms": str(REAUTH_MS), "authorizer.class.name": ""}) as sb:
         yield sb
-    finally:
-        sb.broker.kill()
 
 
 @pytest.fixture
 def sb(secure: SecureBroker) -> Iterator[SecureBroker]:
-    if secure.broker not in _USED_BY_CURRENT_TEST:
-        _USED_BY_CURRENT_TEST.append(secure.broker)
-    yield secure
-    assert secure.broker.alive(), secure.broker.log_tail()
+    with used_by_this_test(secure):
+        yield secure
     # Every bad connection closed alone: a logged-in client still works, and nothing was a traceback.
     security = client_security_from_properties({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
                                                "sasl.username": PLAIN_USER[0], "sasl.password": PLAIN_USER[1]})

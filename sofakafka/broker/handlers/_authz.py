@@ -10,6 +10,7 @@ docstring names its checks.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Protocol, TypeVar
 
 from sofakafka.broker.handlers import RequestContext
 from sofakafka.protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -44,16 +45,34 @@ def authorized_names(ctx: RequestContext, operation: AclOperation, resource_type
 CONFIG_RESOURCE_TOPIC = 2
 
 
-def config_resource_denied(ctx: RequestContext, resource_type: int, name: str,
-                           operation: AclOperation) -> ErrorCode | None:
-    """DescribeConfigs/AlterConfigs: the error for a config resource the principal may not ``operation``
-    (DESCRIBE_CONFIGS or ALTER_CONFIGS), or None. Topics are checked on the topic, brokers and broker
-    loggers on the cluster, as Kafka 2.6 does."""
-    if ctx.broker.authorizer is None:
-        return None
-    if resource_type == CONFIG_RESOURCE_TOPIC:
-        return None if authorize(ctx, operation, ResourceType.TOPIC, name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
-    return None if authorize_cluster(ctx, operation) else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+class ConfigResource(Protocol):
+    """A resource of DescribeConfigs, AlterConfigs or IncrementalAlterConfigs."""
+
+    resource_type: int
+    resource_name: str
+
+
+R = TypeVar("R", bound=ConfigResource)
+
+
+def split_config_resources(ctx: RequestContext, resources: Iterable[R],
+                           operation: AclOperation) -> tuple[list[R], list[tuple[R, ErrorCode]]]:
+    """The config resources the principal may ``operation`` (DESCRIBE_CONFIGS or ALTER_CONFIGS), and the others
+    with the error each gets, as Kafka 2.6 splits a request (and answers the refused ones after the rest):
+    topics are checked on the topic (TOPIC_AUTHORIZATION_FAILED), everything else, brokers, broker loggers and
+    our users, on the cluster (CLUSTER_AUTHORIZATION_FAILED)."""
+    allowed: list[R] = []
+    refused: list[tuple[R, ErrorCode]] = []
+    for r in resources:
+        if r.resource_type == CONFIG_RESOURCE_TOPIC:
+            ok, code = authorize(ctx, operation, ResourceType.TOPIC, r.resource_name), ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        else:
+            ok, code = authorize_cluster(ctx, operation), ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        if ok:
+            allowed.append(r)
+        else:
+            refused.append((r, code))
+    return allowed, refused
 
 
 def require_cluster_action(ctx: RequestContext) -> None:

@@ -21,19 +21,7 @@ import logging
 
 from sofakafka.broker.handlers import RequestContext, handles
 from sofakafka.broker.handlers import _authz as authz
-from sofakafka.protocol.acl import (
-    CLUSTER_NAME,
-    AccessControlEntry,
-    AccessControlEntryFilter,
-    AclBinding,
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourcePattern,
-    ResourcePatternFilter,
-    ResourceType,
-)
+from sofakafka.protocol import acl
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.messages.create_acls import CreateAclsRequest, CreateAclsResponse
@@ -54,29 +42,29 @@ DescribedResource = DescribeAclsResponse.DescribeAclsResource
 DescribedAcl = DescribeAclsResponse.DescribeAclsResource.AclDescription
 
 
-def _binding(c: CreateAclsRequest.AclCreation) -> AclBinding | str:
+def _binding(c: CreateAclsRequest.AclCreation) -> acl.AclBinding | str:
     """The binding a creation asks for, or why it is invalid."""
-    rtype = ResourceType.from_code(c.resource_type)
-    ptype = PatternType.from_code(c.resource_pattern_type)
-    op = AclOperation.from_code(c.operation)
-    perm = AclPermissionType.from_code(c.permission_type)
-    if rtype == ResourceType.ANY or ptype in (PatternType.ANY, PatternType.MATCH) or op == AclOperation.ANY \
-            or perm == AclPermissionType.ANY:
+    rtype = acl.ResourceType.from_code(c.resource_type)
+    ptype = acl.PatternType.from_code(c.resource_pattern_type)
+    op = acl.AclOperation.from_code(c.operation)
+    perm = acl.AclPermissionType.from_code(c.permission_type)
+    if rtype == acl.ResourceType.ANY or ptype in (acl.PatternType.ANY, acl.PatternType.MATCH) or op == acl.AclOperation.ANY \
+            or perm == acl.AclPermissionType.ANY:
         return "ACL creations cannot contain filter values (ANY, MATCH)"
-    binding = AclBinding(ResourcePattern(ResourceType(rtype), c.resource_name, PatternType(ptype)),
-                         AccessControlEntry(c.principal, c.host, AclOperation(op), AclPermissionType(perm)))
-    if binding.pattern.resource_type == ResourceType.CLUSTER and binding.pattern.name != CLUSTER_NAME:
-        return f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
+    binding = acl.AclBinding(acl.ResourcePattern(acl.ResourceType(rtype), c.resource_name, acl.PatternType(ptype)),
+                         acl.AccessControlEntry(c.principal, c.host, acl.AclOperation(op), acl.AclPermissionType(perm)))
+    if binding.pattern.resource_type == acl.ResourceType.CLUSTER and binding.pattern.name != acl.CLUSTER_NAME:
+        return f"The only valid name for the CLUSTER resource is {acl.CLUSTER_NAME}"
     return validate_binding(binding) or binding
 
 
 def _filter(resource_type: int, name: str | None, pattern_type: int, principal: str | None, host: str | None,
-            operation: int, permission: int) -> AclBindingFilter:
-    return AclBindingFilter(
-        ResourcePatternFilter(ResourceType(ResourceType.from_code(resource_type)), name,
-                              PatternType(PatternType.from_code(pattern_type))),
-        AccessControlEntryFilter(principal, host, AclOperation(AclOperation.from_code(operation)),
-                                 AclPermissionType(AclPermissionType.from_code(permission))))
+            operation: int, permission: int) -> acl.AclBindingFilter:
+    return acl.AclBindingFilter(
+        acl.ResourcePatternFilter(acl.ResourceType(acl.ResourceType.from_code(resource_type)), name,
+                              acl.PatternType(acl.PatternType.from_code(pattern_type))),
+        acl.AccessControlEntryFilter(principal, host, acl.AclOperation(acl.AclOperation.from_code(operation)),
+                                 acl.AclPermissionType(acl.AclPermissionType.from_code(permission))))
 
 
 def _creation_is_unknown(c: CreateAclsRequest.AclCreation) -> bool:
@@ -97,10 +85,10 @@ async def handle_create_acls(ctx: RequestContext, request: CreateAclsRequest) ->
     metadata = ctx.broker.security_metadata
     if ctx.broker.authorizer is None or metadata is None:
         return all_fail(ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
-    if not authz.authorize_cluster(ctx, AclOperation.ALTER):
+    if not authz.authorize_cluster(ctx, acl.AclOperation.ALTER):
         return all_fail(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     results: list[CreationResult] = []
-    valid: list[tuple[int, AclBinding]] = []
+    valid: list[tuple[int, acl.AclBinding]] = []
     for i, creation in enumerate(request.creations):
         binding = _binding(creation)
         if isinstance(binding, str):
@@ -126,10 +114,10 @@ async def handle_describe_acls(ctx: RequestContext, request: DescribeAclsRequest
     authorizer = ctx.broker.authorizer
     if authorizer is None:
         return DescribeAclsResponse(error_code=ErrorCode.SECURITY_DISABLED, error_message=NO_AUTHORIZER)
-    if not authz.authorize_cluster(ctx, AclOperation.DESCRIBE):
+    if not authz.authorize_cluster(ctx, acl.AclOperation.DESCRIBE):
         return DescribeAclsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                                     error_message="Cluster authorization failed.")
-    grouped: dict[ResourcePattern, list[AccessControlEntry]] = {}
+    grouped: dict[acl.ResourcePattern, list[acl.AccessControlEntry]] = {}
     for b in authorizer.acls(flt):
         grouped.setdefault(b.pattern, []).append(b.entry)
     resources = [
@@ -137,7 +125,7 @@ async def handle_describe_acls(ctx: RequestContext, request: DescribeAclsRequest
                           acls=[DescribedAcl(principal=e.principal, host=e.host, operation=e.operation,
                                              permission_type=e.permission_type) for e in entries])
         for p, entries in grouped.items()
-        if ctx.api_version >= 1 or p.pattern_type == PatternType.LITERAL
+        if ctx.api_version >= 1 or p.pattern_type == acl.PatternType.LITERAL
     ]
     return DescribeAclsResponse(error_code=ErrorCode.NONE, error_message="", resources=resources)
 
@@ -153,7 +141,7 @@ async def handle_delete_acls(ctx: RequestContext, request: DeleteAclsRequest) ->
     metadata = ctx.broker.security_metadata
     if ctx.broker.authorizer is None or metadata is None:
         return all_fail(ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
-    if not authz.authorize_cluster(ctx, AclOperation.ALTER):
+    if not authz.authorize_cluster(ctx, acl.AclOperation.ALTER):
         return all_fail(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     try:
         deleted = await ctx.broker.run_blocking(lambda: metadata.delete_acls(filters))
@@ -161,7 +149,7 @@ async def handle_delete_acls(ctx: RequestContext, request: DeleteAclsRequest) ->
         return all_fail(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))
     results: list[FilterResult] = []
     for bindings in deleted:
-        matching = [b for b in bindings if ctx.api_version >= 1 or b.pattern.pattern_type == PatternType.LITERAL]
+        matching = [b for b in bindings if ctx.api_version >= 1 or b.pattern.pattern_type == acl.PatternType.LITERAL]
         for b in matching:
             log.info("ACL removed by %s: %s %s", ctx.principal, b.pattern, b.entry)
         results.append(FilterResult(error_code=ErrorCode.NONE, error_message=None, matching_acls=[

@@ -129,16 +129,11 @@ async def apply_configs(ctx: RequestContext, resource_type: int, name: str, conf
 @handles(ApiKey.ALTER_CONFIGS, 0, 1)
 async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
     responses: list[ResourceResponse] = []
-    for resource in request.resources:
+    allowed, refused = authz.split_config_resources(ctx, request.resources, authz.AclOperation.ALTER_CONFIGS)
+    for resource in allowed:
         response = ResourceResponse(resource_type=resource.resource_type, resource_name=resource.resource_name,
                                     error_message=None)
         configs = {c.name: c.value for c in resource.configs if c.value is not None}
-        denied = authz.config_resource_denied(ctx, resource.resource_type, resource.resource_name,
-                                              authz.AclOperation.ALTER_CONFIGS)
-        if denied is not None:
-            response.error_code = denied
-            responses.append(response)
-            continue
         try:
             await apply_configs(ctx, resource.resource_type, resource.resource_name, configs,
                                 request.validate_only)
@@ -146,4 +141,6 @@ async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest
             response.error_code = exc.code
             response.error_message = exc.message
         responses.append(response)
+    responses += [ResourceResponse(resource_type=r.resource_type, resource_name=r.resource_name, error_code=code,
+                                   error_message=None) for r, code in refused]
     return AlterConfigsResponse(responses=responses)

@@ -380,7 +380,8 @@ async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsR
     version = ctx.api_version
     include_synonyms = version >= 1 and request.include_synonyms
     results: list[Result] = []
-    for resource in request.resources:
+    allowed, refused = authz.split_config_resources(ctx, request.resources, authz.AclOperation.DESCRIBE_CONFIGS)
+    for resource in allowed:
         keys = resource.configuration_keys or None
         # An unknown resource type is echoed as UNKNOWN (0), as Kafka's ConfigResource.Type.forId makes it
         # (our own USER type, 100, is known to us).
@@ -388,12 +389,6 @@ async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsR
                                                 scram_users.RESOURCE_USER)
         result = Result(resource_type=resource.resource_type if known_type else 0,
                         resource_name=resource.resource_name, error_message=None)
-        denied = authz.config_resource_denied(ctx, resource.resource_type, resource.resource_name,
-                                              authz.AclOperation.DESCRIBE_CONFIGS)
-        if denied is not None:
-            result.error_code = denied
-            results.append(result)
-            continue
         if resource.resource_type == scram_users.RESOURCE_USER:
             results.extend(await _describe_users(ctx, resource.resource_name, version))
             continue
@@ -408,4 +403,6 @@ async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsR
             include_documentation = version >= 3 and request.include_documentation
             result.configs = [_to_entry(v, version, include_documentation) for v in views]
         results.append(result)
+    results += [Result(resource_type=r.resource_type, resource_name=r.resource_name, error_code=code, error_message=None)
+                for r, code in refused]
     return DescribeConfigsResponse(results=results)

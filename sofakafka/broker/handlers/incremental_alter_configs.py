@@ -160,15 +160,10 @@ async def handle_incremental_alter_configs(
     ctx: RequestContext, request: IncrementalAlterConfigsRequest
 ) -> IncrementalAlterConfigsResponse:
     responses: list[ResourceResponse] = []
-    for resource in request.resources:
+    allowed, refused = authz.split_config_resources(ctx, request.resources, authz.AclOperation.ALTER_CONFIGS)
+    for resource in allowed:
         response = ResourceResponse(resource_type=resource.resource_type, resource_name=resource.resource_name,
                                     error_message=None)
-        denied = authz.config_resource_denied(ctx, resource.resource_type, resource.resource_name,
-                                              authz.AclOperation.ALTER_CONFIGS)
-        if denied is not None:
-            response.error_code = denied
-            responses.append(response)
-            continue
         try:
             if resource.resource_type == scram_users.RESOURCE_USER:
                 ops = [(c.name, c.config_operation, c.value) for c in resource.configs]
@@ -194,4 +189,6 @@ async def handle_incremental_alter_configs(
             response.error_code = exc.code
             response.error_message = exc.message
         responses.append(response)
+    responses += [ResourceResponse(resource_type=r.resource_type, resource_name=r.resource_name, error_code=code,
+                                   error_message=None) for r, code in refused]
     return IncrementalAlterConfigsResponse(responses=responses)

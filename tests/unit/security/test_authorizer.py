@@ -8,18 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sofakafka.protocol.acl import (
-    AccessControlEntry,
-    AccessControlEntryFilter,
-    AclBinding,
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourcePattern,
-    ResourcePatternFilter,
-    ResourceType,
-)
+from sofakafka.protocol import acl as wire
 from sofakafka.security.acl import (
     decode_acls,
     decode_change,
@@ -77,16 +66,16 @@ def ref_allowed(acls: list[RefAcl], principal: str, host: str, op: str, rtype: s
     return any(for_me(a) and a.perm == "ALLOW" and (a.op == "ALL" or a.op in granting) for a in applicable)
 
 
-def to_binding(a: RefAcl) -> AclBinding:
-    return AclBinding(
-        ResourcePattern(ResourceType[a.rtype], a.rname, PatternType[a.ptype]),
-        AccessControlEntry(a.principal, a.host, AclOperation[a.op], AclPermissionType[a.perm]),
+def to_binding(a: RefAcl) -> wire.AclBinding:
+    return wire.AclBinding(
+        wire.ResourcePattern(wire.ResourceType[a.rtype], a.rname, wire.PatternType[a.ptype]),
+        wire.AccessControlEntry(a.principal, a.host, wire.AclOperation[a.op], wire.AclPermissionType[a.perm]),
     )
 
 
 def authorizer_with(acls: list[RefAcl], supers: set[str] = frozenset(), allow_everyone: bool = False) -> AclAuthorizer:
     auth = AclAuthorizer(supers, allow_everyone)
-    grouped: dict[ResourcePattern, set[AccessControlEntry]] = {}
+    grouped: dict[wire.ResourcePattern, set[wire.AccessControlEntry]] = {}
     for a in acls:
         b = to_binding(a)
         grouped.setdefault(b.pattern, set()).add(b.entry)
@@ -95,7 +84,7 @@ def authorizer_with(acls: list[RefAcl], supers: set[str] = frozenset(), allow_ev
 
 
 RTYPES = ["TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID", "DELEGATION_TOKEN"]
-OPS = [op.name for op in AclOperation if op not in (AclOperation.UNKNOWN, AclOperation.ANY)]
+OPS = [op.name for op in wire.AclOperation if op not in (wire.AclOperation.UNKNOWN, wire.AclOperation.ANY)]
 NAMES = ["o", "or", "orders", "orders-1", "ord", "x", "*", "orders-"]
 PRINCIPALS = ["User:alice", "User:bob", "User:*"]
 HOSTS = ["10.0.0.1", "10.0.0.2", "*"]
@@ -126,7 +115,7 @@ def test_authorizer_agrees_with_the_reference_model(acls, principal, host, op, r
                                                     allow_everyone) -> None:
     auth = authorizer_with(acls, supers, allow_everyone)
     expected = ref_allowed(acls, principal, host, op, rtype, name, supers, allow_everyone)
-    got = auth.authorize(principal, host, AclOperation[op], ResourceType[rtype], name, log_if_denied=False)
+    got = auth.authorize(principal, host, wire.AclOperation[op], wire.ResourceType[rtype], name, log_if_denied=False)
     assert got == expected
 
 
@@ -140,7 +129,7 @@ def acl(rtype: str, rname: str, ptype: str, op: str, perm: str = "ALLOW", princi
 
 def allowed(auth: AclAuthorizer, op: str, rtype: str, name: str, principal: str = "User:alice",
             host: str = "10.0.0.1") -> bool:
-    return auth.authorize(principal, host, AclOperation[op], ResourceType[rtype], name, log_if_denied=False)
+    return auth.authorize(principal, host, wire.AclOperation[op], wire.ResourceType[rtype], name, log_if_denied=False)
 
 
 def test_a_prefixed_topic_acl_does_not_grant_a_group_of_the_same_prefix() -> None:
@@ -214,17 +203,17 @@ def test_super_users_and_allow_everyone_if_no_acl_found() -> None:
 
 def test_authorized_operations_bits() -> None:
     auth = authorizer_with([acl("TOPIC", "t", "LITERAL", "READ")])
-    ops = auth.authorized_operations("User:alice", "10.0.0.1", ResourceType.TOPIC, "t",
-                                     [AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE])
-    assert ops == {AclOperation.READ, AclOperation.DESCRIBE}
+    ops = auth.authorized_operations("User:alice", "10.0.0.1", wire.ResourceType.TOPIC, "t",
+                                     [wire.AclOperation.READ, wire.AclOperation.WRITE, wire.AclOperation.DESCRIBE])
+    assert ops == {wire.AclOperation.READ, wire.AclOperation.DESCRIBE}
     assert authorized_operations_bits(ops) == (1 << 3) | (1 << 8)
 
 
 # ---------------------------------------------------------------------------------------------- filters
 
 
-def pattern(rtype: str, name: str, ptype: str) -> ResourcePattern:
-    return ResourcePattern(ResourceType[rtype], name, PatternType[ptype])
+def pattern(rtype: str, name: str, ptype: str) -> wire.ResourcePattern:
+    return wire.ResourcePattern(wire.ResourceType[rtype], name, wire.PatternType[ptype])
 
 
 @pytest.mark.parametrize(("ftype", "fname", "fpattern", "target", "expected"), [
@@ -243,23 +232,23 @@ def pattern(rtype: str, name: str, ptype: str) -> ResourcePattern:
     ("TOPIC", "abc", "PREFIXED", pattern("TOPIC", "abc", "PREFIXED"), True),
 ])
 def test_resource_pattern_filters(ftype, fname, fpattern, target, expected) -> None:
-    flt = ResourcePatternFilter(ResourceType[ftype], fname, PatternType[fpattern])
+    flt = wire.ResourcePatternFilter(wire.ResourceType[ftype], fname, wire.PatternType[fpattern])
     assert flt.matches(target) is expected
 
 
 def test_entry_filters_and_binding_filter() -> None:
-    entry = AccessControlEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW)
-    assert AccessControlEntryFilter(None, None, AclOperation.ANY, AclPermissionType.ANY).matches(entry)
-    assert not AccessControlEntryFilter("User:bob", None, AclOperation.ANY, AclPermissionType.ANY).matches(entry)
-    assert not AccessControlEntryFilter(None, "1.2.3.4", AclOperation.ANY, AclPermissionType.ANY).matches(entry)
-    assert not AccessControlEntryFilter(None, None, AclOperation.WRITE, AclPermissionType.ANY).matches(entry)
-    assert not AccessControlEntryFilter(None, None, AclOperation.ANY, AclPermissionType.DENY).matches(entry)
+    entry = wire.AccessControlEntry("User:alice", "*", wire.AclOperation.READ, wire.AclPermissionType.ALLOW)
+    assert wire.AccessControlEntryFilter(None, None, wire.AclOperation.ANY, wire.AclPermissionType.ANY).matches(entry)
+    assert not wire.AccessControlEntryFilter("User:bob", None, wire.AclOperation.ANY, wire.AclPermissionType.ANY).matches(entry)
+    assert not wire.AccessControlEntryFilter(None, "1.2.3.4", wire.AclOperation.ANY, wire.AclPermissionType.ANY).matches(entry)
+    assert not wire.AccessControlEntryFilter(None, None, wire.AclOperation.WRITE, wire.AclPermissionType.ANY).matches(entry)
+    assert not wire.AccessControlEntryFilter(None, None, wire.AclOperation.ANY, wire.AclPermissionType.DENY).matches(entry)
     auth = authorizer_with([acl("TOPIC", "orders-", "PREFIXED", "READ"), acl("GROUP", "g", "LITERAL", "READ")])
     assert len(auth.acls()) == 2
-    only_topics = AclBindingFilter(ResourcePatternFilter(ResourceType.TOPIC, None, PatternType.ANY),
-                                   AccessControlEntryFilter(None, None, AclOperation.ANY, AclPermissionType.ANY))
-    assert [b.pattern.resource_type for b in auth.acls(only_topics)] == [ResourceType.TOPIC]
-    assert len(auth.acls(AclBindingFilter.any())) == 2
+    only_topics = wire.AclBindingFilter(wire.ResourcePatternFilter(wire.ResourceType.TOPIC, None, wire.PatternType.ANY),
+                                   wire.AccessControlEntryFilter(None, None, wire.AclOperation.ANY, wire.AclPermissionType.ANY))
+    assert [b.pattern.resource_type for b in auth.acls(only_topics)] == [wire.ResourceType.TOPIC]
+    assert len(auth.acls(wire.AclBindingFilter.any())) == 2
 
 
 # ---------------------------------------------------------------------------------------- stored forms
@@ -272,13 +261,13 @@ def test_acl_json_round_trips(acls) -> None:
 
 
 def test_acl_json_is_kafkas() -> None:
-    entry = AccessControlEntry("User:alice", "*", AclOperation.DESCRIBE_CONFIGS, AclPermissionType.ALLOW)
+    entry = wire.AccessControlEntry("User:alice", "*", wire.AclOperation.DESCRIBE_CONFIGS, wire.AclPermissionType.ALLOW)
     assert encode_acls([entry]) == (b'{"version":1,"acls":[{"principal":"User:alice","permissionType":"Allow",'
                                     b'"operation":"DescribeConfigs","host":"*"}]}')
     # Readers take the upper-case forms too.
     assert decode_acls(b'{"version":1,"acls":[{"principal":"User:a","permissionType":"ALLOW",'
                        b'"operation":"DESCRIBE_CONFIGS","host":"*"}]}') == {
-        AccessControlEntry("User:a", "*", AclOperation.DESCRIBE_CONFIGS, AclPermissionType.ALLOW)}
+        wire.AccessControlEntry("User:a", "*", wire.AclOperation.DESCRIBE_CONFIGS, wire.AclPermissionType.ALLOW)}
     prefixed = pattern("TRANSACTIONAL_ID", "tx-", "PREFIXED")
     assert encode_extended_change(prefixed) == (b'{"version":1,"resourceType":"TRANSACTIONAL_ID","name":"tx-",'
                                                 b'"patternType":"PREFIXED"}')
@@ -286,15 +275,15 @@ def test_acl_json_is_kafkas() -> None:
     literal = pattern("TOPIC", "orders", "LITERAL")
     assert encode_literal_change(literal) == b"TOPIC:orders"
     assert decode_change(b"Topic:orders") == literal
-    assert ResourceType.TRANSACTIONAL_ID.pascal == "TransactionalId"
-    assert AclOperation.from_name("IdempotentWrite") is AclOperation.IDEMPOTENT_WRITE
+    assert wire.ResourceType.TRANSACTIONAL_ID.pascal == "TransactionalId"
+    assert wire.AclOperation.from_name("IdempotentWrite") is wire.AclOperation.IDEMPOTENT_WRITE
 
 
 def test_validate_binding() -> None:
     good = to_binding(acl("TOPIC", "t", "LITERAL", "READ"))
     assert validate_binding(good) is None
-    assert validate_binding(AclBinding(pattern("TOPIC", "", "LITERAL"), good.entry)) == \
+    assert validate_binding(wire.AclBinding(pattern("TOPIC", "", "LITERAL"), good.entry)) == \
         "Invalid empty resource name specified"
-    assert "unknown" in validate_binding(AclBinding(pattern("UNKNOWN", "t", "LITERAL"), good.entry))
-    bad_principal = AccessControlEntry("alice", "*", AclOperation.READ, AclPermissionType.ALLOW)
-    assert "Type:name" in validate_binding(AclBinding(good.pattern, bad_principal))
+    assert "unknown" in validate_binding(wire.AclBinding(pattern("UNKNOWN", "t", "LITERAL"), good.entry))
+    bad_principal = wire.AccessControlEntry("alice", "*", wire.AclOperation.READ, wire.AclPermissionType.ALLOW)
+    assert "Type:name" in validate_binding(wire.AclBinding(good.pattern, bad_principal))

@@ -15,18 +15,7 @@ import pytest
 
 from sofakafka.controller.embedded import EmbeddedMetadataServer
 from sofakafka.controller.store import MetadataStore
-from sofakafka.protocol.acl import (
-    AccessControlEntry,
-    AccessControlEntryFilter,
-    AclBinding,
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourcePattern,
-    ResourcePatternFilter,
-    ResourceType,
-)
+from sofakafka.protocol import acl
 from sofakafka.security.authorizer import AclAuthorizer
 from sofakafka.security.scram import make_credential
 from sofakafka.security.store import NOTIFICATION_EXPIRY_MS, SecurityMetadata
@@ -59,9 +48,9 @@ def broker(sessions: Sessions, **kw) -> SecurityMetadata:
 
 
 def binding(rtype: str, name: str, ptype: str, op: str, principal: str = "User:alice",
-            perm: str = "ALLOW") -> AclBinding:
-    return AclBinding(ResourcePattern(ResourceType[rtype], name, PatternType[ptype]),
-                      AccessControlEntry(principal, "*", AclOperation[op], AclPermissionType[perm]))
+            perm: str = "ALLOW") -> acl.AclBinding:
+    return acl.AclBinding(acl.ResourcePattern(acl.ResourceType[rtype], name, acl.PatternType[ptype]),
+                      acl.AccessControlEntry(principal, "*", acl.AclOperation[op], acl.AclPermissionType[perm]))
 
 
 def children_data(store: MetadataStore, path: str) -> list[bytes]:
@@ -116,19 +105,19 @@ def test_acls_are_stored_as_kafka_stores_them_and_reach_every_broker(sessions: S
 
     def b_allows(name: str) -> bool:
         assert b.authorizer is not None
-        return b.authorizer.authorize("User:alice", "1.2.3.4", AclOperation.READ, ResourceType.TOPIC, name,
+        return b.authorizer.authorize("User:alice", "1.2.3.4", acl.AclOperation.READ, acl.ResourceType.TOPIC, name,
                                       log_if_denied=False)
 
     assert b.wait_until(lambda: b_allows("orders-eu") and b_allows("orders") and len(b.authorizer.acls()) == 3, WAIT)
 
     # Delete by filter: every READ of alice on topics matching "orders-eu" (the prefixed one only).
-    flt = AclBindingFilter(ResourcePatternFilter(ResourceType.TOPIC, "orders-eu", PatternType.MATCH),
-                           AccessControlEntryFilter("User:alice", None, AclOperation.ANY, AclPermissionType.ANY))
+    flt = acl.AclBindingFilter(acl.ResourcePatternFilter(acl.ResourceType.TOPIC, "orders-eu", acl.PatternType.MATCH),
+                           acl.AccessControlEntryFilter("User:alice", None, acl.AclOperation.ANY, acl.AclPermissionType.ANY))
     (deleted,) = a.delete_acls([flt])
     assert deleted == [binding("TOPIC", "orders-", "PREFIXED", "READ")]
     assert store.exists("/kafka-acl-extended/prefixed/Topic/orders-") is None
     assert b.wait_until(lambda: not b_allows("orders-eu") and b_allows("orders"), WAIT)
-    assert a.delete_acls([AclBindingFilter.any()]) == [sorted([binding("TOPIC", "orders", "LITERAL", "READ"),
+    assert a.delete_acls([acl.AclBindingFilter.any()]) == [sorted([binding("TOPIC", "orders", "LITERAL", "READ"),
                                                               binding("GROUP", "g1", "LITERAL", "READ", "User:bob")])]
     assert b.wait_until(lambda: b.authorizer.acls() == [], WAIT)
 
@@ -144,7 +133,7 @@ def test_changes_written_by_kafkas_own_tools_are_picked_up(sessions: Sessions) -
     tool.create("/config/users/carol", json.dumps({"version": 1, "config": {"SCRAM-SHA-256": cred.to_kafka_string()}}).encode())
     tool.create("/config/changes/config_change_", b'{"version":2,"entity_path":"users/carol"}', sequence=True)
     assert b.wait_until(lambda: b.credential("SCRAM-SHA-256", "carol") == cred, WAIT)
-    assert b.wait_until(lambda: b.authorizer.authorize("User:carol", "h", AclOperation.WRITE, ResourceType.TOPIC,
+    assert b.wait_until(lambda: b.authorizer.authorize("User:carol", "h", acl.AclOperation.WRITE, acl.ResourceType.TOPIC,
                                                        "payments", log_if_denied=False), WAIT)
 
 
@@ -156,7 +145,7 @@ def test_everything_is_loaded_at_start_and_old_notifications_are_purged(sessions
     assert store.get_children("/kafka-acl-changes")
     later = broker(sessions, clock_ms=lambda: 10**15)  # far in the future: every notification has expired
     assert later.credential("SCRAM-SHA-512", "dave") is not None
-    assert [b.pattern.resource_type for b in later.authorizer.acls()] == [ResourceType.CLUSTER]
+    assert [b.pattern.resource_type for b in later.authorizer.acls()] == [acl.ResourceType.CLUSTER]
     assert store.get_children("/kafka-acl-changes") == []
     assert store.get_children("/config/changes") == []
     assert NOTIFICATION_EXPIRY_MS == 15 * 60 * 1000
