@@ -30,12 +30,15 @@ from sofakafka.broker.producer_id_manager import ProducerIdManager
 from sofakafka.broker.replica_manager import MarkerEntry, ReplicaManager
 from sofakafka.broker.replica_manager import TopicPartition as TxnPartition
 from sofakafka.broker.txn import TransactionCoordinator
+from sofakafka.client.security import ClientSecurity
 from sofakafka.controller.kafka_controller import KafkaController
 from sofakafka.controller.metadata import ClusterMetadata, MetadataCache
 from sofakafka.controller.store import MetadataStore
 from sofakafka.controller.topics import TopicAdmin
 from sofakafka.controller.zk_data import TopicPartition
 from sofakafka.protocol.errors import ErrorCode
+from sofakafka.security.authorizer import AclAuthorizer
+from sofakafka.security.store import SecurityMetadata
 from sofakafka.storage.log_manager import LogManager
 
 T = TypeVar("T")
@@ -65,6 +68,12 @@ class CoordinatorContext(Protocol):
 
     def metadata(self) -> ClusterMetadata:
         """The current metadata snapshot (never blocks)."""
+        ...
+
+    @property
+    def inter_broker_security(self) -> ClientSecurity | None:
+        """How this broker logs in to the others over the inter-broker listener (TLS, SASL); None for PLAINTEXT.
+        What a coordinator sends to other brokers (transaction markers, partition verification) goes through it."""
         ...
 
     async def run_blocking(self, fn: Callable[[], T]) -> T:
@@ -155,6 +164,19 @@ class BrokerContext(CoordinatorContext, Protocol):
     @property
     def producer_id_manager(self) -> ProducerIdManager:
         """Hands out producer ids; ``generate_producer_id`` may block on the store."""
+        ...
+
+    # -- security -----------------------------------------------------------------------------------------------
+    @property
+    def authorizer(self) -> AclAuthorizer | None:
+        """Kafka's ACL authorizer when ``authorizer.class.name`` is set; None means every request is allowed
+        (broker/handlers/_authz.py is how handlers ask it)."""
+        ...
+
+    @property
+    def security_metadata(self) -> SecurityMetadata | None:
+        """SCRAM users and ACLs in the metadata tree, followed on every broker (None until the store is open);
+        its writes block on the store (``run_blocking``)."""
         ...
 
     # -- this broker --------------------------------------------------------------------------------------------

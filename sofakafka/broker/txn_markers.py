@@ -155,7 +155,8 @@ class BatchingSender(Generic[Item, R]):
         if dest.connection is None:
             dest.connection = inter_broker_connection(ctx.metadata(), broker_id,
                                                       ctx.config.inter_broker_listener_name,
-                                                      client_id=f"broker-{ctx.broker_id}-txn", timeout_s=timeout_s)
+                                                      client_id=f"broker-{ctx.broker_id}-txn", timeout_s=timeout_s,
+                                                      security=ctx.inter_broker_security)
             if dest.connection is None:
                 raise KafkaError(E.BROKER_NOT_AVAILABLE, f"broker {broker_id} is not registered")
         try:

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from sofakafka import __version__
 from sofakafka.cli import (
+    acls,
     cluster,
     configs,
     console_consumer,
@@ -25,6 +26,7 @@ from sofakafka.cli import (
     serve,
     topics,
     transactions,
+    users,
 )
 
 
@@ -47,6 +49,8 @@ TOOLS: tuple[Tool, ...] = (
     consumer_groups,
     reassign_partitions,
     transactions,
+    users,
+    acls,
     cluster,
 )
 VERBS: dict[str, Tool] = {tool.VERB: tool for tool in TOOLS}

@@ -14,12 +14,16 @@ Kafka's enforced configs and ``transaction.state.log.*``). Any other key type is
 The coordinator's address is given on the listener the client connected through. Version notes: v1 adds
 ``key_type``, the throttle time and ``error_message`` (Kafka sends "NONE" on success); v2 changes only
 throttling semantics; v3 is flexible.
+
+Authorization (with an authorizer): DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED) or on the
+transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
 from sofakafka.broker.context import InternalTopicRuntime
 from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.broker.handlers import _authz as authz
 from sofakafka.broker.offsets_topic import GROUP_METADATA_TOPIC
 from sofakafka.broker.txn import TRANSACTION_STATE_TOPIC
 from sofakafka.protocol.api import ApiKey
@@ -45,6 +49,12 @@ def _error(code: ErrorCode) -> FindCoordinatorResponse:
 @handles(ApiKey.FIND_COORDINATOR, 0, 3)
 async def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     key_type = request.key_type if ctx.api_version >= 1 else KEY_TYPE_GROUP
+    if key_type == KEY_TYPE_GROUP and not authz.authorize(ctx, authz.AclOperation.DESCRIBE,
+                                                          authz.ResourceType.GROUP, request.key):
+        return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if key_type == KEY_TYPE_TRANSACTION and not authz.authorize(ctx, authz.AclOperation.DESCRIBE,
+                                                                authz.ResourceType.TRANSACTIONAL_ID, request.key):
+        return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     broker = ctx.broker
     snap = broker.metadata()
     runtime: InternalTopicRuntime

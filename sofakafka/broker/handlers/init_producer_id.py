@@ -14,12 +14,17 @@ COORDINATOR_LOAD_IN_PROGRESS, INVALID_PRODUCER_EPOCH for a fenced v3 producer (K
 
 Version notes: v1 is v0 with throttling semantics; v2 is the flexible encoding; v3 adds the producer's
 current id and epoch (KIP-360).
+
+Authorization (with an authorizer, Kafka 2.6's checks, made before anything else): WRITE on the
+transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED) or, for an idempotent producer, IDEMPOTENT_WRITE on
+the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
 from sofakafka.broker.group.asyncio_bridge import wait_for
 from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.broker.handlers import _authz as authz
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
@@ -34,6 +39,11 @@ def _error(code: ErrorCode) -> InitProducerIdResponse:
 
 @handles(ApiKey.INIT_PRODUCER_ID, 0, 3)
 async def handle_init_producer_id(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
+    if request.transactional_id is not None and not authz.authorize(
+            ctx, authz.AclOperation.WRITE, authz.ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if request.transactional_id is None and not authz.authorize_cluster(ctx, authz.AclOperation.IDEMPOTENT_WRITE):
+        return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     broker = ctx.broker
     manager = broker.producer_id_manager
     pid, epoch = (request.producer_id, request.producer_epoch) if ctx.api_version >= 3 else (-1, -1)

@@ -465,8 +465,7 @@ def test_alter_configs_refuses_bad_values_naming_the_key_and_validate_only_write
     assert dry.error == ErrorCode.NONE
     assert entries(client, TOPIC, name)["retention.ms"].config_source == ConfigSource.DEFAULT_CONFIG
     [missing] = client.alter_configs({(TOPIC, "no-such-topic"): {"retention.ms": "5"}})
-    # Kafka 2.6 answers a missing topic UNKNOWN_SERVER_ERROR without a message (docs/compatibility.md, "Differences
-    # found and fixed").
+    # Kafka 2.6's answer, as tests/conformance shows: UNKNOWN_SERVER_ERROR without a message.
     assert (missing.error, missing.error_message) == (ErrorCode.UNKNOWN_SERVER_ERROR, None)
 
 
@@ -498,7 +497,7 @@ def test_incremental_alter_configs_refusals(client: KafkaClient, broker: Running
     for what, ops in refusals.items():
         [result] = client.incremental_alter_configs({(TOPIC, name): ops})
         assert result.error == ErrorCode.INVALID_REQUEST, what
-    # An unknown topic config name is INVALID_CONFIG in Kafka 2.6 (docs/compatibility.md).
+    # An unknown topic config name is INVALID_CONFIG in Kafka 2.6 (tests/conformance compares it).
     [unknown] = client.incremental_alter_configs({(TOPIC, name): [("no.such.config", AlterConfigOp.SET, "1")]})
     assert unknown.error == ErrorCode.INVALID_CONFIG and "no.such.config" in (unknown.error_message or "")
     own = str(broker.broker_id)
