@@ -551,6 +551,8 @@ def add_partitions_to_txn(s: Session, versions: range) -> None:
         s.call("add another", _add_request(txn_id, pid, epoch, (topic, 1)), v)
         s.call("an unknown partition with a known one", _add_request(txn_id, pid, epoch, (topic, 1), (topic, 7)), v)
         s.call("an unknown topic", _add_request(txn_id, pid, epoch, (f"apt-none-{v}", 0)), v)
+        s.call("an internal topic with a known partition (never authorized, whoever asks)",
+               _add_request(txn_id, pid, epoch, (topic, 0), ("__consumer_offsets", 0)), v)
         s.call("unknown transactional id", _add_request(f"apt-unknown-{v}", pid, epoch, (topic, 0)), v)
         s.call("another producer id", _add_request(txn_id, pid + 1000, epoch, (topic, 0)), v)
         s.call("an older epoch", _add_request(txn_id, pid, epoch - 1, (topic, 0)), v)
