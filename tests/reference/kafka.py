@@ -69,8 +69,8 @@ def secure_settings(host: str, plain_port: int, sasl_port: int) -> dict[str, str
 @dataclass(frozen=True)
 class SecuredBroker:
     """Where a secured broker of a comparison listens: ``sasl_port`` for clients, ``plain_port`` answers
-    ApiVersions and Metadata without topics only; ``zk_connect`` is set for Apache Kafka (users are written
-    there by Kafka's own ConfigCommand)."""
+    ApiVersions and Metadata without topics only; ``zk_connect`` is set when the broker keeps its metadata in
+    ZooKeeper (always for Apache Kafka): users are written there by Kafka's own ConfigCommand."""
 
     name: str
     host: str
