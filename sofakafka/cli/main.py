@@ -22,6 +22,7 @@ from sofakafka.cli import (
     console_consumer,
     console_producer,
     consumer_groups,
+    quotas,
     reassign_partitions,
     serve,
     topics,
@@ -48,6 +49,7 @@ TOOLS: tuple[Tool, ...] = (
     consumer_groups,
     reassign_partitions,
     users,
+    quotas,
     acls,
     cluster,
 )
