@@ -95,8 +95,14 @@ def run_configs(args: argparse.Namespace) -> int:
         default_user = bool(names) and names[0] is None
         with common.client(args, VERB) as client:
             if action == "describe":
-                code = 0 if default_user else users.configs_users(client, action, name, (), ())
-                return code or quotas.configs_quotas(client, action, types, names, (), ())
+                # SCRAM lines for users with credentials, then quota lines; a user with neither gets kafka-configs'
+                # empty SCRAM line.
+                scram = [] if default_user else users.describe_users(client, name)
+                quota_lines = quotas.configs_describe_lines(client, types, names)
+                users.print_users([r for r in scram if r.entries] if quota_lines else scram)
+                for line in quota_lines:
+                    print(line)
+                return 0
             code = 0
             if scram_add or scram_delete or not (quota_add or quota_delete):
                 if default_user:

@@ -73,16 +73,23 @@ def _components(user: Side | object, client_id: Side | object) -> list[tuple[str
     return out
 
 
-def describe(client: KafkaClient, user: Side | object, client_id: Side | object, *, as_json: bool) -> int:
+def describe_lines(client: KafkaClient, user: Side | object, client_id: Side | object) -> list[str]:
+    """kafka-configs' describe lines for the stored quotas of the entities ``user``/``client_id`` name."""
     components = _components(user, client_id)
     found = client.describe_client_quotas(components, strict=bool(components))
+    return [f"Quota configs for {_entity_text(entity)} are "
+            + ",".join(f"{k}={java_double(v)}" for k, v in sorted(values.items())) for entity, values in found]
+
+
+def describe(client: KafkaClient, user: Side | object, client_id: Side | object, *, as_json: bool) -> int:
     if as_json:
+        found = client.describe_client_quotas(_components(user, client_id), strict=user is not _ABSENT
+                                              or client_id is not _ABSENT)
         print(json.dumps([{"entity": {t: n for t, n in entity}, "quotas": values} for entity, values in found],
                          indent=2))
         return 0
-    for entity, values in found:
-        shown = ",".join(f"{k}={java_double(v)}" for k, v in sorted(values.items()))
-        print(f"Quota configs for {_entity_text(entity)} are {shown}")
+    for line in describe_lines(client, user, client_id):
+        print(line)
     return 0
 
 
@@ -149,16 +156,29 @@ def run_quotas(args: argparse.Namespace) -> int:
         return describe(client, user, client_id, as_json=args.json)
 
 
-def configs_quotas(client: KafkaClient, action: str, types: Sequence[str], names: Sequence[str | None],
-                   add: Sequence[str], delete: Sequence[str]) -> int:
-    """``sofakafka configs --entity-type users [--entity-type clients]`` for quotas: ``names`` line up with
-    ``types`` (None: ``--entity-default``); a type without a name describes every name of it."""
+def _config_sides(types: Sequence[str], names: Sequence[str | None]) -> dict[str, Side | object]:
     sides: dict[str, Side | object] = {USER: _ABSENT, CLIENT_ID: _ABSENT}
     for i, kind in enumerate(types):
         key = USER if kind == "users" else CLIENT_ID
         sides[key] = names[i] if i < len(names) else _ANY
+    return sides
+
+
+def configs_describe_lines(client: KafkaClient, types: Sequence[str], names: Sequence[str | None]) -> list[str]:
+    """``sofakafka configs --describe --entity-type users [--entity-type clients]``'s quota lines: ``names`` line
+    up with ``types`` (None: ``--entity-default``); a type without a name stands for every name of it."""
+    sides = _config_sides(types, names)
+    return describe_lines(client, sides[USER], sides[CLIENT_ID])
+
+
+def configs_quotas(client: KafkaClient, action: str, types: Sequence[str], names: Sequence[str | None],
+                   add: Sequence[str], delete: Sequence[str]) -> int:
+    """``sofakafka configs --entity-type users|clients`` with quota keys (see :func:`configs_describe_lines`)."""
     if action == "describe":
-        return describe(client, sides[USER], sides[CLIENT_ID], as_json=False)
+        for line in configs_describe_lines(client, types, names):
+            print(line)
+        return 0
+    sides = _config_sides(types, names)
     return alter(client, sides[USER], sides[CLIENT_ID], parse_changes(add, delete))
 
 
