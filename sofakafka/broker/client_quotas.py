@@ -108,9 +108,12 @@ class SampledRate:
 
 def throttle_time_ms(rate: float, bound: float, window_ms: int) -> int:
     """How long a client at ``rate`` must stay silent for the rate over ``window_ms`` to fall to ``bound``;
-    0 when the rate is acceptable (at most the bound)."""
-    if rate <= bound or bound <= 0:
+    0 when the rate is acceptable (at most the bound). A bound of 0 (Kafka stores it; its formula divides by
+    it) throttles each request for one whole window."""
+    if rate <= bound:
         return 0
+    if bound <= 0:
+        return window_ms
     return round((rate - bound) / bound * window_ms)
 
 

@@ -65,6 +65,10 @@ class QuotaError(ValueError):
     """Bad quota input; Kafka answers INVALID_REQUEST with this message."""
 
 
+class UnknownEntityTypeError(QuotaError):
+    """A describe filter on an entity type Kafka 2.6 does not know: it answers UNSUPPORTED_VERSION."""
+
+
 @dataclass(frozen=True, order=True)
 class QuotaEntity:
     """One quota entity. ``user`` / ``client_id``: absent (``has_*`` False), the default (None) or a name."""
@@ -128,8 +132,10 @@ def validate_value(key: str, value: float) -> str:
         raise QuotaError(f"Invalid configuration key {key}")
     if math.isnan(value) or math.isinf(value):
         raise QuotaError(f"Quota {key} must be a finite number")
-    if value <= 0.0:
-        raise QuotaError(f"Quota {key} must be greater than 0")
+    if value < 0.0:
+        # Kafka 2.6 refuses a negative byte rate; it stores a negative request_percentage, which we refuse too
+        # (docs/compatibility.md): a negative quota is bad input.
+        raise QuotaError(f"Quota {key} must not be negative")
     if key in LONG_KEYS:
         as_long = math.floor(value + _LONG_EPSILON)
         if abs(as_long - value) > _LONG_EPSILON or as_long > _LONG_MAX:
@@ -150,7 +156,7 @@ def parse_stored(config: Mapping[str, str]) -> dict[str, float]:
             value = float(raw.strip())
         except ValueError:
             continue
-        if value > 0 and not math.isnan(value):
+        if value >= 0 and not math.isnan(value):
             out[key] = value
     return out
 
@@ -260,7 +266,7 @@ def check_filter(components: list[FilterComponent]) -> None:
     seen: set[str] = set()
     for comp in components:
         if comp.entity_type not in ENTITY_TYPES:
-            raise QuotaError(f"Unexpected client quota entity type: {comp.entity_type}")
+            raise UnknownEntityTypeError(f"Custom entity type '{comp.entity_type}' not supported")
         if comp.entity_type in seen:
             raise QuotaError(f"Duplicate {comp.entity_type} filter component entity type")
         seen.add(comp.entity_type)

@@ -3,17 +3,21 @@
 AlterClientQuotas: each entry names an entity (``user`` and/or ``client-id`` components, a null name for the
 default entity) and ops (set a key to a value, or remove it). Each entry succeeds or fails on its own, with
 Kafka 2.6's INVALID_REQUEST messages: an empty entity, an unknown entity type ("Unhandled client quota entity
-type: ip"), an empty name, a repeated type, an unknown key ("Invalid configuration key ..."), a value that is not
-positive ("Quota ... must be greater than 0", the check later Kafka releases spell out; 2.6 let a negative value
-reach the store, which then throttled every request of the entity), a byte rate that is not a whole number
+type: ip"), an empty name, a repeated type, an unknown key ("Invalid configuration key ..."), a negative value
+(Kafka 2.6 refuses a negative byte rate but stores a negative ``request_percentage``; we refuse both, see
+docs/compatibility.md; zero is accepted, as Kafka accepts it), a byte rate that is not a whole number
 ("Configuration ... must be a Long value"). A failed entry stores nothing. ``validate_only`` checks without
 writing. The write is the entity's znode (``/config/users/...``, ``/config/clients/...``) and a
 ``/config/changes`` notification in one multi-op (sofakafka/security/store.py), so every broker applies it
 at its next request.
 
+Entries naming the same entity are each applied in order and the entity gets one result, the last one's, as
+Kafka answers with a map keyed by entity.
+
 DescribeClientQuotas: the stored entities that match every filter component (exact name, the default, or any
 name, which in Kafka 2.6 includes the default); a type without a component matches entities without it and,
-unless ``strict``, any. An unknown entity type or match type is INVALID_REQUEST for the whole request.
+unless ``strict``, any. An unknown entity type is UNSUPPORTED_VERSION for the whole request (Kafka 2.6's
+answer to a "custom entity type"), a repeated type or an unknown match type INVALID_REQUEST.
 
 Authorization (Kafka 2.6): AlterClientQuotas needs ALTER_CONFIGS on the cluster, else every entry is
 CLUSTER_AUTHORIZATION_FAILED; DescribeClientQuotas needs DESCRIBE_CONFIGS on the cluster, else the request is.
@@ -74,27 +78,32 @@ async def handle_alter_client_quotas(ctx: RequestContext,
     if not authz.authorize_cluster(ctx, authz.AclOperation.ALTER_CONFIGS):
         return alter_error_response(request, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     metadata = ctx.broker.security_metadata
-    out: list[AlterEntry] = []
+    # Kafka answers with a map keyed by entity: entries naming the same entity are each applied, in order, and
+    # the entity gets one result, the last one's.
+    out: dict[frozenset[tuple[str, str | None]], AlterEntry] = {}
     for entry in request.entries:
         echo = [AlterEntity(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity]
+        key = frozenset((e.entity_type, e.entity_name) for e in entry.entity)
+        out.pop(key, None)
+        out[key] = await _alter_one(ctx, metadata, entry, request.validate_only, echo)
+    return AlterClientQuotasResponse(entries=list(out.values()))
+
+
+async def _alter_one(ctx: RequestContext, metadata: SecurityMetadata | None, entry: AlterClientQuotasRequest.EntryData,
+                     validate_only: bool, echo: list[AlterEntity]) -> AlterEntry:
+    try:
+        entity, changes = _prepare(entry)
+    except quotas.QuotaError as exc:
+        return AlterEntry(error_code=ErrorCode.INVALID_REQUEST, error_message=str(exc), entity=echo)
+    if not validate_only:
+        if metadata is None:
+            return AlterEntry(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                              error_message="the broker has not loaded its quotas yet", entity=echo)
         try:
-            entity, changes = _prepare(entry)
-        except quotas.QuotaError as exc:
-            out.append(AlterEntry(error_code=ErrorCode.INVALID_REQUEST, error_message=str(exc), entity=echo))
-            continue
-        if not request.validate_only:
-            if metadata is None:
-                out.append(AlterEntry(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                      error_message="the broker has not loaded its quotas yet", entity=echo))
-                continue
-            try:
-                await ctx.broker.run_blocking(
-                    lambda m=metadata, e=entity, c=changes: m.alter_client_quota(e, c))  # type: ignore[misc]
-            except SecurityStoreError as exc:
-                out.append(AlterEntry(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(exc), entity=echo))
-                continue
-        out.append(AlterEntry(error_code=ErrorCode.NONE, error_message=None, entity=echo))
-    return AlterClientQuotasResponse(entries=out)
+            await ctx.broker.run_blocking(lambda: metadata.alter_client_quota(entity, changes))
+        except SecurityStoreError as exc:
+            return AlterEntry(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(exc), entity=echo)
+    return AlterEntry(error_code=ErrorCode.NONE, error_message=None, entity=echo)
 
 
 def describe(metadata: SecurityMetadata | None, components: list[quotas.FilterComponent],
@@ -123,6 +132,9 @@ async def handle_describe_client_quotas(ctx: RequestContext,
     components = [quotas.FilterComponent(c.entity_type, c.match_type, c.match) for c in request.components]
     try:
         quotas.check_filter(components)
+    except quotas.UnknownEntityTypeError as exc:
+        return DescribeClientQuotasResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=str(exc),
+                                            entries=None)
     except quotas.QuotaError as exc:
         return DescribeClientQuotasResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=str(exc),
                                             entries=None)

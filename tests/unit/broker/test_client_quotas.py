@@ -66,9 +66,11 @@ def test_throttle_time_at_the_edges_of_the_bound() -> None:
     assert throttle_time_ms(999.0, 1000.0, 10_000) == 0           # one below
     assert throttle_time_ms(1001.0, 1000.0, 10_000) == 10         # one above: (1/1000) x 10 s
     assert throttle_time_ms(2000.0, 1000.0, 10_000) == 10_000     # twice the bound: one more whole window
+    assert throttle_time_ms(0.0, 0.0, 10_000) == 0                # a zero quota, nothing sent
+    assert throttle_time_ms(1.0, 0.0, 10_000) == 10_000           # a zero quota: one window per request
 
 
-@given(st.floats(1, 1e9), st.floats(1, 1e9), st.integers(1, 100_000))
+@given(st.floats(1, 1e9), st.floats(1e-3, 1e9), st.integers(1, 100_000))
 def test_waiting_the_throttle_time_brings_the_rate_back_to_the_bound(rate: float, bound: float,
                                                                      window_ms: int) -> None:
     throttle = throttle_time_ms(rate, bound, window_ms)
