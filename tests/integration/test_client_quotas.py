@@ -12,6 +12,7 @@ Rates are measured from the client side over the whole run; the bounds are gener
 from __future__ import annotations
 
 import json
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,9 +24,15 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from sofakafka.cli.main import main as cli_main
 from sofakafka.client import KafkaClient, NewTopic
+from sofakafka.protocol.api import decode_response
 from sofakafka.protocol.errors import ErrorCode, KafkaError
+from sofakafka.protocol.messages.metadata import MetadataRequest, MetadataResponse
+from sofakafka.protocol.messages.produce import ProduceRequest, ProduceResponse
+from sofakafka.protocol.records import Record, build_batch
+from sofakafka.protocol.schema import Request, Response
+from tests.integration import wire
 from tests.integration.conftest import REPO, BrokerProcess
-from tests.integration.helpers import wait_for
+from tests.integration.helpers import base_timestamp_ms, wait_for
 
 QUOTA = 100_000  # bytes/s
 VALUE = b"q" * 1000
@@ -237,3 +244,43 @@ def test_the_quota_apis_are_advertised_at_kafka_2_6s_ranges(quota_broker: Broker
         versions = client.any_connection().api_versions
     for key in (48, 49):
         assert versions[key] == ranges[key] == (0, 0)
+
+
+def wire_call(s: socket.socket, body: Request, version: int, client_id: str, correlation_id: int) -> Response:
+    wire.send(s, body, version, correlation_id, client_id)
+    header, response = decode_response(wire.recv_frame(s), body.API_KEY, version)
+    assert header.correlation_id == correlation_id
+    return response
+
+
+def test_a_request_time_quota_throttles_any_api(quota_broker: BrokerProcess, admin: KafkaClient) -> None:
+    """request_percentage (KIP-124) applies to every API with a throttle time, here Metadata v9."""
+    set_quota(admin, (("client-id", "busy"),), "request_percentage", 0.01)
+    with socket.create_connection((quota_broker.host, quota_broker.port), timeout=30) as s:
+        def throttled(n: list[int] = [0]) -> bool | None:  # noqa: B006 - a counter kept across polls
+            n[0] += 1
+            response = wire_call(s, MetadataRequest(topics=None), 9, "busy", n[0])
+            assert isinstance(response, MetadataResponse)
+            return response.throttle_time_ms > 0 or None
+        wait_for("a Metadata response with a throttle time", throttled)
+        # The throttle is capped at one quota.window.size.seconds (Kafka's request quota cap).
+        response = wire_call(s, MetadataRequest(topics=None), 9, "busy", 1000)
+        assert isinstance(response, MetadataResponse)
+        assert 0 < response.throttle_time_ms <= 1000
+
+
+def test_a_client_older_than_kip_219_gets_the_throttle_time_too(quota_broker: BrokerProcess,
+                                                                 admin: KafkaClient) -> None:
+    """Produce v5 predates client-side throttling: the broker holds the response back instead (no timing is
+    asserted); the response still says how long, and the records are appended."""
+    topic = make_topic(admin, "quota-old-produce")
+    set_quota(admin, (("client-id", "old-producer"),), "producer_byte_rate", 1000)
+    records = build_batch([Record(i, base_timestamp_ms(), None, VALUE) for i in range(10)])
+    T = ProduceRequest.TopicProduceData
+    with socket.create_connection((quota_broker.host, quota_broker.port), timeout=60) as s:
+        request = ProduceRequest(acks=1, timeout_ms=10_000, topics=[T(name=topic, partitions=[
+            T.PartitionProduceData(partition_index=0, records=records)])])
+        response = wire_call(s, request, 5, "old-producer", 1)
+    assert isinstance(response, ProduceResponse)
+    assert response.throttle_time_ms > 0
+    assert response.responses[0].partitions[0].error_code == ErrorCode.NONE
