@@ -589,6 +589,10 @@ class ReplicaManager:
         followed = self.follower_logs.get(req.tp) if follower_reads and req.tp not in self._partitions else None
         if followed is not None:
             lg = followed
+            if log.isEnabledFor(logging.DEBUG):
+                # What an operator (and the local-first tests) look at to see consumers read in their own room.
+                log.debug("consumer fetch of %s-%d at offset %d served by this follower (KIP-392)", req.topic,
+                          req.partition, req.fetch_offset)
             epoch = self.follower_epochs.get(req.tp, -1)
             if 0 <= req.current_leader_epoch < epoch:
                 raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH, f"{req.topic}-{req.partition}: leader epoch "

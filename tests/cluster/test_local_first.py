@@ -1,0 +1,298 @@
+"""Local-first in two machine rooms of two brokers each, on loopback, with a real ZooKeeper.
+
+``broker.rack`` names the room (A: brokers 1 and 2, B: brokers 3 and 4). A producer in room A using the
+partitioner we ship writes only to partitions led in room A; when both room-A brokers are killed -9 it writes
+to room B's partitions once the controller moved the leaderships there, losing no acknowledged record; when
+they come back and the preferred-leader election returns their leaderships, it writes to room A again.
+Consumers in room B (``client.rack`` = B) are sent to the room-B replica of partitions led in room A
+(KIP-392), which the room-B brokers' own logs show.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as CKTopicPartition
+
+from sofakafka.client import KafkaClient, NewTopic
+from sofakafka.client.client import AlterConfigOp, ConfigResourceType
+from sofakafka.protocol.errors import ErrorCode
+from sofakafka.router.local_first import ConfluentLocalFirst, kafka_python_partitioner
+from tests.cluster.conftest import ZooKeeperServer, forget_dead_broker_sockets
+from tests.integration.conftest import BrokerProcess
+
+ROOMS = {1: "A", 2: "A", 3: "B", 4: "B"}
+RACK_AWARE = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+WAIT_S = 90.0
+_chroots = itertools.count()
+
+
+def wait_for(what: str, predicate: object, timeout: float = WAIT_S) -> float:
+    start = time.monotonic()
+    while True:
+        try:
+            if predicate():  # type: ignore[operator]
+                return time.monotonic() - start
+        except Exception:  # noqa: BLE001 - brokers come and go in these tests; keep asking until the deadline
+            pass
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+class Rooms:
+    def __init__(self, brokers: dict[int, BrokerProcess]) -> None:
+        self.brokers = brokers
+
+    def live(self) -> list[int]:
+        return [b for b, p in self.brokers.items() if p.alive()]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(self.brokers[b].bootstrap for b in self.brokers)
+
+    def client(self) -> KafkaClient:
+        return KafkaClient(",".join(self.brokers[b].bootstrap for b in self.live()), request_timeout_ms=10_000)
+
+    def leaders(self, topic: str) -> dict[int, int]:
+        with self.client() as c:
+            info = c.metadata([topic]).topics[topic]
+        return {p: i.leader for p, i in info.partitions.items()}
+
+    def isrs(self, topic: str) -> dict[int, tuple[int, ...]]:
+        with self.client() as c:
+            info = c.metadata([topic]).topics[topic]
+        return {p: tuple(sorted(i.isr)) for p, i in info.partitions.items()}
+
+    def create_topic(self, name: str, partitions: int = 4, rf: int = 2) -> dict[int, int]:
+        with self.client() as c:
+            result = c.create_topics([NewTopic(name, partitions, rf, configs={"min.insync.replicas": "1"})])
+        assert result[name].error == ErrorCode.NONE, result
+        wait_for(f"full ISRs of {name}", lambda: all(len(i) == rf for i in self.isrs(name).values()))
+        return self.leaders(name)
+
+    def logs(self) -> str:
+        return "\n".join(f"----- broker {b}\n{p.log_tail(40)}" for b, p in self.brokers.items())
+
+
+@pytest.fixture(scope="module")
+def rooms(tmp_path_factory: pytest.TempPathFactory, zookeeper: ZooKeeperServer) -> Iterator[Rooms]:
+    base = tmp_path_factory.mktemp("rooms")
+    chroot = f"/local-first-{next(_chroots)}"
+
+    def make(i: int) -> BrokerProcess:
+        return BrokerProcess(Path(base) / f"broker{i}", {
+            "broker.id": str(i),
+            "broker.rack": ROOMS[i],
+            "zookeeper.connect": zookeeper.hosts + chroot,
+            "zookeeper.session.timeout.ms": "6000",
+            "replica.selector.class": RACK_AWARE,
+            "replica.lag.time.max.ms": "6000",
+            "offsets.topic.num.partitions": "4",
+            "offsets.topic.replication.factor": "2",
+            "group.initial.rebalance.delay.ms": "0",
+            # The way back to room A: preferred leaders are elected again soon after their brokers return.
+            "auto.leader.rebalance.enable": "true",
+            "leader.imbalance.check.interval.seconds": "2",
+            "leader.imbalance.per.broker.percentage": "0",
+        })
+
+    brokers = {i: make(i) for i in ROOMS}
+    while len({b.port for b in brokers.values()}) < len(brokers):
+        brokers = {i: make(i) for i in ROOMS}
+    try:
+        with ThreadPoolExecutor(len(brokers)) as pool:
+            list(pool.map(BrokerProcess.start, brokers.values()))
+        r = Rooms(brokers)
+        with r.client() as c:
+            wait_for("four registered brokers", lambda: len(c.metadata([]).brokers) == 4)
+        yield r
+    finally:
+        for b in brokers.values():
+            b.kill()
+        forget_dead_broker_sockets()
+
+
+def test_topics_spread_replicas_over_rooms_and_each_room_leads_a_share(rooms: Rooms) -> None:
+    for partitions in (2, 4, 6):
+        topic = f"spread-{partitions}"
+        leaders = rooms.create_topic(topic, partitions)
+        with rooms.client() as c:
+            info = c.metadata([topic]).topics[topic]
+        for p in info.partitions.values():
+            assert {ROOMS[r] for r in p.replicas} == {"A", "B"}, info
+        led = [ROOMS[leader] for leader in leaders.values()]
+        assert led.count("A") == led.count("B") == partitions // 2, leaders
+
+
+def test_kafka_python_producer_with_our_partitioner_writes_only_to_its_rooms_partitions(rooms: Rooms) -> None:
+    from kafka import KafkaProducer
+
+    leaders = rooms.create_topic("kp-local")
+    producer = KafkaProducer(bootstrap_servers=rooms.bootstrap, acks="all", partitioner=kafka_python_partitioner("B"))
+    try:
+        futures = [producer.send("kp-local", f"v{i}".encode(), key=None if i % 2 else f"k{i}".encode())
+                   for i in range(60)]
+        partitions = {f.get(timeout=30).partition for f in futures}
+    finally:
+        producer.close()
+    assert partitions == {p for p, leader in leaders.items() if ROOMS[leader] == "B"}
+
+
+@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
+def test_room_b_consumers_fetch_from_room_b_replicas(rooms: Rooms, client: str) -> None:
+    topic = f"follower-reads-{client}"
+    leaders = rooms.create_topic(topic)
+    producer = Producer({"bootstrap.servers": rooms.bootstrap, "acks": "all"})
+    for p in leaders:
+        for i in range(20):
+            producer.produce(topic, f"{p}-{i}".encode(), partition=p)
+    assert producer.flush(30) == 0
+    with rooms.client() as c:
+        for b in (3, 4):  # the room-B brokers say when they serve a consumer as a follower
+            (result,) = c.incremental_alter_configs({(ConfigResourceType.BROKER_LOGGER, str(b)): [
+                ("sofakafka.broker.replica_manager", AlterConfigOp.SET, "DEBUG")]})
+            assert result.error == ErrorCode.NONE, result
+    a_led = sorted(p for p, leader in leaders.items() if ROOMS[leader] == "A")
+    assert a_led
+    marks = {b: len(rooms.brokers[b].log_text()) for b in (3, 4)}
+    got: set[bytes] = set()
+    deadline = time.monotonic() + 60
+    if client == "confluent":
+        consumer = Consumer({"bootstrap.servers": rooms.bootstrap, "group.id": f"room-b-{client}",
+                             "client.rack": "B", "auto.offset.reset": "earliest"})
+        consumer.assign([CKTopicPartition(topic, p, 0) for p in a_led])
+        try:
+            while len(got) < 20 * len(a_led) and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is not None and msg.error() is None:
+                    got.add(msg.value())
+        finally:
+            consumer.close()
+    else:
+        from kafka import KafkaConsumer, TopicPartition
+
+        kc = KafkaConsumer(bootstrap_servers=rooms.bootstrap, client_rack="B", auto_offset_reset="earliest",
+                           enable_auto_commit=False)
+        kc.assign([TopicPartition(topic, p) for p in a_led])
+        kc.seek_to_beginning()
+        try:
+            while len(got) < 20 * len(a_led) and time.monotonic() < deadline:
+                for records in kc.poll(500).values():
+                    got.update(r.value for r in records)
+        finally:
+            kc.close()
+    assert got == {f"{p}-{i}".encode() for p in a_led for i in range(20)}
+    served = "".join(rooms.brokers[b].log_text()[marks[b]:] for b in (3, 4))
+    for p in a_led:
+        assert f"consumer fetch of {topic}-{p} at offset" in served, rooms.logs()
+
+
+class LocalFirstLoad:
+    """A room-A producer (stock confluent-kafka Producer + our partitioner) sending from a thread until
+    stopped; ``acked`` holds (partition, offset, value, send time) of every delivery report."""
+
+    def __init__(self, rooms: Rooms, topic: str) -> None:
+        self.topic = topic
+        self.producer = Producer({"bootstrap.servers": rooms.bootstrap, "acks": "all", "linger.ms": 5,
+                                  "message.timeout.ms": 180_000, "socket.timeout.ms": 10_000})
+        self.partitioner = ConfluentLocalFirst(self.producer, "A", {"bootstrap.servers": rooms.bootstrap},
+                                               refresh_interval_s=0.5)
+        self.acked: list[tuple[int, int, bytes, float]] = []
+        self.failed: list[str] = []
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="local-first-load")
+
+    def _run(self) -> None:
+        for i in itertools.count():
+            if self._stop.is_set():
+                return
+            sent = time.monotonic()
+            value = f"v{i}".encode()
+
+            def report(err: object, msg: object, sent: float = sent, value: bytes = value) -> None:
+                with self._lock:
+                    if err is not None:
+                        self.failed.append(str(err))
+                    else:
+                        self.acked.append((msg.partition(), msg.offset(), value, sent))  # type: ignore[attr-defined]
+
+            try:
+                partition = self.partitioner.partition(self.topic, None)
+            except Exception:  # noqa: BLE001 - metadata unavailable for a moment during the failover
+                time.sleep(0.1)
+                continue
+            self.producer.produce(self.topic, value, partition=partition, on_delivery=report)
+            self.producer.poll(0)
+            time.sleep(0.005)
+
+    def start(self) -> LocalFirstLoad:
+        self._thread.start()
+        return self
+
+    def since(self, t: float) -> list[tuple[int, int, bytes, float]]:
+        with self._lock:
+            return [a for a in self.acked if a[3] >= t]
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        assert self.producer.flush(180) == 0
+
+
+def test_room_a_producer_fails_over_to_room_b_and_comes_back(rooms: Rooms) -> None:
+    topic = "local-first-failover"
+    leaders = rooms.create_topic(topic)
+    a_led = {p for p, leader in leaders.items() if ROOMS[leader] == "A"}
+    load = LocalFirstLoad(rooms, topic).start()
+    try:
+        wait_for("deliveries in room A", lambda: len(load.since(0)) >= 100)
+        assert {a[0] for a in load.since(0)} == a_led
+
+        killed_at = time.monotonic()
+        for b in (1, 2):
+            rooms.brokers[b].kill()
+        # Records sent after the kill are delivered once the controller moved room A's leaderships to room B.
+        took = wait_for("deliveries of records sent after room A died",
+                        lambda: len({a[0] for a in load.since(killed_at + 0.5)}) > 0)
+        print(f"first record sent after the kill acknowledged {took:.1f} s after the kill")
+        wait_for("room B leading every partition", lambda: all(ROOMS.get(leader) == "B"
+                                                               for leader in rooms.leaders(topic).values()))
+        switched = time.monotonic() + 1.0  # the partitioner's metadata is at most 0.5 s old
+        wait_for("deliveries to every partition", lambda: {a[0] for a in load.since(switched)} == set(leaders))
+
+        for b in (1, 2):
+            rooms.brokers[b].start()
+        wait_for("room A leading its preferred partitions again",
+                 lambda: {p for p, leader in rooms.leaders(topic).items() if ROOMS.get(leader) == "A"} == a_led)
+        back = time.monotonic() + 1.0
+        wait_for("deliveries after room A's return", lambda: len(load.since(back)) >= 100)
+        assert {a[0] for a in load.since(back)} == a_led
+    finally:
+        load.stop()
+    assert not load.failed, load.failed[:5]
+
+    # Every acknowledged record is where its delivery report said, read by a plain consumer.
+    acked = {(p, o): v for p, o, v, _ in load.acked}
+    found: dict[tuple[int, int], bytes] = {}
+    consumer = Consumer({"bootstrap.servers": rooms.bootstrap, "group.id": "verify-failover",
+                         "enable.auto.commit": False})
+    consumer.assign([CKTopicPartition(topic, p, 0) for p in leaders])
+    deadline = time.monotonic() + 120
+    try:
+        while not set(acked) <= set(found) and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                found[(msg.partition(), msg.offset())] = msg.value()
+    finally:
+        consumer.close()
+    lost = [k for k in acked if found.get(k) != acked[k]]
+    assert not lost, f"{len(lost)} acknowledged records missing or different, e.g. {lost[:5]}"
