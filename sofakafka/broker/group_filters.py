@@ -32,11 +32,13 @@ joins the group is not a member and is not filtered.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from sofakafka.broker.group.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_subscription
 from sofakafka.broker.group.metadata import GroupMetadata
@@ -108,6 +110,10 @@ def decode_bindings(data: bytes) -> dict[str, MemberBinding]:
         out[mid] = MemberBinding(str(m["client_id"]), str(m["client_host"]),
                                  None if topics is None else frozenset(topics))
     return out
+
+
+class _Coordinator(Protocol):
+    def groups(self) -> dict[str, GroupMetadata]: ...
 
 
 def _host(client_host: str) -> str:
@@ -185,6 +191,8 @@ class GroupFilterRegistry:
         self._listeners: list[Callable[[], None]] = []
         self._closed = False
         self._wanted = threading.Event()
+        self._publish_lock: asyncio.Lock | None = None
+        self._published: dict[str, dict[str, MemberBinding]] = {}
         self._thread: threading.Thread | None = None
         self.reloads = 0
 
@@ -294,10 +302,40 @@ class GroupFilterRegistry:
                     bindings[zk_paths.desanitize(child)] = decode_bindings(data)
                 except (ValueError, KeyError, TypeError) as exc:
                     log.error("ignoring the members of group %s: %s", zk_paths.desanitize(child), exc)
+            previous = self._snapshot
             self._snapshot = _Snapshot(filters, bindings, _index(filters, bindings))
             self.reloads += 1
+            if previous.filters != filters or previous.bindings != bindings:
+                log.info("group filters: %s", "; ".join(
+                    f"{g}: {f.describe()} for {len(bindings.get(g, {}))} member(s)" for g, f in sorted(filters.items()))
+                    or "none")
         for listener in list(self._listeners):
             listener()
+
+    # -- publishing members (at the coordinator, on the event loop) -------------------------------------------------
+    async def publish_members(self, coordinator: _Coordinator, group_id: str,
+                              run_blocking: Callable[[Callable[[], None]], Awaitable[None]]) -> None:
+        """Write the members of ``group_id`` if it is filtered and they changed. Serialised per broker and
+        computed under the lock, so a later write always carries the later membership."""
+        if self.filter_of(group_id) is None:
+            return
+        if self._publish_lock is None:
+            self._publish_lock = asyncio.Lock()
+        async with self._publish_lock:
+            group = coordinator.groups().get(group_id)
+            current = member_bindings(group) if group is not None else {}
+            if self._published.get(group_id) == current and dict(self.bindings_of(group_id)) == current:
+                return
+            store = self.store
+            await run_blocking(lambda: write_bindings(store, group_id, current))
+            self._published[group_id] = current
+
+    async def sweep(self, coordinator: _Coordinator,
+                    run_blocking: Callable[[Callable[[], None]], Awaitable[None]]) -> None:
+        """Publish every filtered group this coordinator holds whose members changed (expired sessions)."""
+        groups = coordinator.groups()
+        for group_id in [g for g in self.filters() if g in groups]:
+            await self.publish_members(coordinator, group_id, run_blocking)
 
     # -- reads ----------------------------------------------------------------------------------------------------
     def filter_of(self, group: str) -> RecordFilter | None:

@@ -17,7 +17,8 @@ typed wrapper our own client uses.
 from __future__ import annotations
 
 from sofakafka.client.client import AlterConfigOp, ConfigResourceType, KafkaClient
-from sofakafka.ldc import LdcError, LdcModel, RoutingRules
+from sofakafka.client.groups import GroupAdmin
+from sofakafka.ldc import LdcError, LdcModel, RecordFilter, RoutingRules
 from sofakafka.protocol.errors import ErrorCode, KafkaError
 
 MODEL_CONFIG = "sofakafka.ldc.model"
@@ -71,3 +72,36 @@ def read_rules(client: KafkaClient) -> RoutingRules:
 def write_rules(client: KafkaClient, rules: RoutingRules | None, *, validate_only: bool = False) -> None:
     _write_default_broker_config(client, RULES_CONFIG, None if rules is None or not rules.rules else rules.to_json(),
                                  validate_only=validate_only)
+
+
+# -- group filters ------------------------------------------------------------------------------------------------
+def read_group_filter(client: KafkaClient, group: str) -> RecordFilter:
+    """The group's filter (empty when it has none); asked of the group's coordinator."""
+    node = GroupAdmin(client).find_coordinator(group)
+    (result,) = client.describe_configs([(ConfigResourceType.GROUP, group, None)], node_id=node)
+    if result.error != ErrorCode.NONE:
+        raise KafkaError(result.error, result.error_message or f"DescribeConfigs of group {group} failed")
+    return RecordFilter.from_configs({e.name: e.value for e in result.entries if e.value is not None})
+
+
+def write_group_filter(client: KafkaClient, group: str, record_filter: RecordFilter, *,
+                       validate_only: bool = False) -> None:
+    """Replace the group's filter (an empty one removes it) at the group's coordinator, which refuses a
+    group that does not exist (GROUP_ID_NOT_FOUND) and a bad value (INVALID_REQUEST), naming them."""
+    node = GroupAdmin(client).find_coordinator(group)
+    configs: dict[str, str | None] = dict(record_filter.to_configs())
+    (result,) = client.alter_configs({(ConfigResourceType.GROUP, group): configs}, validate_only=validate_only,
+                                     node_id=node)
+    if result.error != ErrorCode.NONE:
+        raise KafkaError(result.error, result.error_message or f"AlterConfigs of group {group} failed")
+
+
+def list_group_filters(client: KafkaClient) -> dict[str, RecordFilter]:
+    """Every listed group that has a filter (a filter kept for a group that no longer exists is not listed
+    here: ``read_group_filter`` still finds it)."""
+    out: dict[str, RecordFilter] = {}
+    for listing in GroupAdmin(client).list_groups():
+        f = read_group_filter(client, listing.group_id)
+        if not f.is_empty:
+            out[listing.group_id] = f
+    return out

@@ -5,7 +5,8 @@ Topic resources (type 2) list every topic config Kafka 2.6 has, with the topic's
 broker key it comes from (``log.segment.bytes`` for ``segment.bytes``: dynamic broker, dynamic cluster
 default, static from server.properties, or Kafka's default). Broker resources (type 4) name this broker's
 id and list every broker key with its effective value; the empty name is the cluster-wide default entity,
-which lists only the dynamic defaults set on it. Broker-logger resources (type 8, KIP-412) name this broker
+which lists only the dynamic defaults set on it. Group resources (type 32, Kafka 3.8's number) list the
+group's stored filter keys (``_group_configs``). Broker-logger resources (type 8, KIP-412) name this broker
 and list every logger of the process with its effective level in log4j's words (``root`` is the root
 logger). Any other broker id is INVALID_REQUEST (the client must ask that broker), an unknown topic
 UNKNOWN_TOPIC_OR_PARTITION, an illegal topic name INVALID_TOPIC_EXCEPTION, other resource types
@@ -51,6 +52,7 @@ from sofakafka.broker.config import (
     format_value,
 )
 from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.broker.handlers._group_configs import RESOURCE_GROUP, group_config_entries, read_group_config
 from sofakafka.controller.topics import validate_topic_name
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode, KafkaError
@@ -351,6 +353,13 @@ def describe_resource(ctx: RequestContext, resource_type: int, name: str, keys: 
 
         def describe() -> list[ConfigEntryView]:
             return logger_entries(keys)
+    elif resource_type == RESOURCE_GROUP:
+        stored = read_group_config(ctx, name)
+
+        def describe() -> list[ConfigEntryView]:
+            return [ConfigEntryView(name=k, value=v, source=source, read_only=False, is_sensitive=False,
+                                    config_type=config_type, documentation=None)
+                    for k, v, source, config_type in group_config_entries(stored, keys)]
     else:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type} for DescribeConfigs")
     return describe()

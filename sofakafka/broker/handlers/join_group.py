@@ -26,5 +26,9 @@ from sofakafka.protocol.messages.join_group import JoinGroupRequest, JoinGroupRe
 
 @handles(ApiKey.JOIN_GROUP, 0, 7)
 async def handle_join_group(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
-    return await wait_for(ctx.broker.group_coordinator.join_group(
+    response = await wait_for(ctx.broker.group_coordinator.join_group(
         request, ctx.api_version, ctx.client_id or "", "/" + ctx.client_host))
+    # A member of a filtered group is known to every broker before it is answered (group_filters).
+    broker = ctx.broker
+    await broker.group_filters.publish_members(broker.group_coordinator, request.group_id, broker.run_blocking)
+    return response

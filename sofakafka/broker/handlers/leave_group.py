@@ -21,4 +21,8 @@ from sofakafka.protocol.messages.leave_group import LeaveGroupRequest, LeaveGrou
 
 @handles(ApiKey.LEAVE_GROUP, 0, 4)
 async def handle_leave_group(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
-    return await wait_for(ctx.broker.group_coordinator.leave_group(request, ctx.api_version))
+    response = await wait_for(ctx.broker.group_coordinator.leave_group(request, ctx.api_version))
+    # A member of a filtered group is known to every broker before it is answered (group_filters).
+    broker = ctx.broker
+    await broker.group_filters.publish_members(broker.group_coordinator, request.group_id, broker.run_blocking)
+    return response

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import itertools
+import struct
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sofakafka.broker.record_filter import filter_fetched
+from sofakafka.broker.record_filter import FILTERED_CONTROL_TYPE, filter_fetched
 from sofakafka.ldc import RecordFilter
 from sofakafka.protocol.records import (
     LOG_APPEND_TIME,
     MAGIC_V1,
     MAGIC_V2,
+    BatchHeader,
     Record,
     RecordBatchBuilder,
     build_end_txn_marker,
@@ -86,19 +90,36 @@ def test_filtered_fetch_holds_exactly_the_matching_records_at_their_offsets(case
 def test_every_entry_keeps_its_span_and_untouched_ones_their_bytes(case: tuple[bytes, list[Record]]) -> None:
     data, _ = case
     filtered, _, _ = filter_fetched(data, FILTER)
-    before = list(iter_batches(data))
     after = list(iter_batches(filtered))
-    assert len(before) == len(after)
-    for b, a in zip(before, after, strict=True):
-        assert a.last_offset == b.last_offset  # the client's next fetch offset is the same
-        if b.magic == MAGIC_V2:
-            assert (a.base_offset, a.producer_id, a.producer_epoch, a.base_sequence, a.is_transactional,
-                    a.is_control, a.timestamp_type) == (b.base_offset, b.producer_id, b.producer_epoch,
-                                                        b.base_sequence, b.is_transactional, b.is_control,
-                                                        b.timestamp_type)
+    out_pos = 0
+    for b in iter_batches(data):
+        # the entries that replace b: they start where b's records start and end at b's last offset, so a
+        # client's next fetch offset after them is the same as after b
+        replaced: list[BatchHeader] = []
+        while out_pos < len(after) and (not replaced or replaced[-1].last_offset < b.last_offset):
+            replaced.append(after[out_pos])
+            out_pos += 1
+        assert replaced and replaced[-1].last_offset == b.last_offset
         old = decode_records(data, b) if not (b.magic == MAGIC_V2 and b.is_control) else []
         if b.is_control or all(matches(r) for r in old):
-            assert filtered[a.position:a.end] == data[b.position:b.end]
+            assert len(replaced) == 1 and filtered[replaced[0].position:replaced[0].end] == data[b.position:b.end]
+            continue
+        kept = [r for r in old if matches(r)]
+        if b.magic == MAGIC_V2 and kept:
+            first = replaced[0]
+            assert (first.base_offset, first.producer_id, first.producer_epoch, first.base_sequence,
+                    first.is_transactional, first.timestamp_type, first.compression) == (
+                b.base_offset, b.producer_id, b.producer_epoch, b.base_sequence, b.is_transactional,
+                b.timestamp_type, b.compression)
+        if not kept or kept[-1].offset < b.last_offset:
+            marker = replaced[-1]
+            (record,) = decode_records(filtered, marker)
+            assert marker.is_control and marker.producer_id == -1 and not marker.is_transactional
+            assert record.offset == b.last_offset and record.key == struct.pack(">hh", 0, FILTERED_CONTROL_TYPE)
+            assert marker.base_offset == (kept[-1].offset + 1 if kept else old[0].offset)
+        for earlier, later in itertools.pairwise(replaced):
+            assert earlier.last_offset < later.base_offset or later.magic != MAGIC_V2
+    assert out_pos == len(after)
 
 
 def test_an_all_matching_read_is_returned_unchanged_and_a_partial_tail_is_kept() -> None:
@@ -112,12 +133,24 @@ def test_an_all_matching_read_is_returned_unchanged_and_a_partial_tail_is_kept()
     assert filtered == first + tail and (kept, dropped) == (1, 0)
 
 
-def test_an_entirely_filtered_batch_becomes_an_empty_batch_over_the_same_offsets() -> None:
+def test_an_entirely_filtered_batch_becomes_one_marker_over_the_same_offsets() -> None:
     b = RecordBatchBuilder(base_offset=10, compression=1, producer_id=4, producer_epoch=2, base_sequence=30)
     for i in range(5):
         b.append(Record(10 + i, 1, b"x", b"v", [("unit", b"R2")]))
     filtered, kept, dropped = filter_fetched(b.build(), FILTER)
     (h,) = list(iter_batches(filtered))
-    assert (h.base_offset, h.last_offset, h.record_count, h.producer_id, h.base_sequence) == (10, 14, 0, 4, 30)
+    assert (h.base_offset, h.last_offset, h.record_count, h.is_control, h.producer_id) == (10, 14, 1, True, -1)
+    assert [r.offset for r in decode_records(filtered, h)] == [14]
     assert (kept, dropped) == (0, 5)
-    assert len(filtered) == 61
+
+
+def test_a_filtered_tail_is_covered_by_a_marker_after_the_survivors() -> None:
+    b = RecordBatchBuilder(base_offset=0)
+    for i, unit in enumerate([b"R1", b"R2", b"R1", b"R2", b"R2"]):
+        b.append(Record(i, 1, b"k", b"v%d" % i, [("unit", unit)]))
+    filtered, kept, dropped = filter_fetched(b.build(), FILTER)
+    survivors, marker = list(iter_batches(filtered))
+    assert [r.offset for r in decode_records(filtered, survivors)] == [0, 2]
+    assert (survivors.base_offset, survivors.last_offset) == (0, 2)
+    assert (marker.base_offset, marker.last_offset, marker.is_control) == (3, 4, True)
+    assert (kept, dropped) == (2, 3)
