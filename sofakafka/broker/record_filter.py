@@ -4,8 +4,9 @@
 filter passes are left, keeping every offset where it was, so commits, lag and seeking stay right:
 
 * a batch whose records all pass is returned byte for byte, untouched;
-* a batch with some records left out is re-encoded with the survivors at their offsets (gaps, as after
-  compaction), keeping its base offset, producer id/epoch/sequence, flags and codec;
+* a batch with some records left out keeps its header (base offset, first timestamp, producer id, epoch and
+  sequence, flags, codec) and the survivors' encoded bytes as they were (gaps, as after compaction): only
+  its length, last offset delta, record count and CRC change;
 * when a batch's last records are left out (or all of them), a **filtered-records marker** covers them: a
   control batch (no producer id) from the first left-out offset after the last survivor to the batch's last
   offset, holding one control record at that last offset whose type is :data:`FILTERED_CONTROL_TYPE`, a type
@@ -32,17 +33,32 @@ import struct
 from collections.abc import Sequence
 from typing import Protocol
 
+import crc32c
+
+from sofakafka.protocol.errors import CorruptRecordError, DecodeError
 from sofakafka.protocol.records import (
     LOG_APPEND_TIME,
+    LOG_OVERHEAD,
     MAGIC_V2,
+    V2_HEADER_SIZE,
     BatchHeader,
     Record,
     RecordBatchBuilder,
     build_message_set,
+    compress,
     decode_records,
     iter_batches,
 )
 from sofakafka.protocol.records.buffer import Buffer
+from sofakafka.protocol.records.header import (
+    V2_ATTRIBUTES,
+    V2_CRC,
+    V2_LAST_OFFSET_DELTA,
+    V2_LENGTH,
+    V2_RECORDS_COUNT,
+)
+from sofakafka.protocol.records.v2 import records_region
+from sofakafka.protocol.records.varint import decode_varint, decode_varlong
 
 FILTERED_CONTROL_TYPE = 0x5346
 """The control record type of a filtered-records marker ("SF"); Kafka's own types are small numbers."""
@@ -62,22 +78,66 @@ def filtered_marker(first_offset: int, last_offset: int, timestamp: int) -> byte
     return builder.build()
 
 
-def _survivors_v2(header: BatchHeader, survivors: list[Record]) -> bytes:
-    """The batch re-encoded with its survivors, spanning from its base offset to the last survivor."""
-    builder = RecordBatchBuilder(
-        base_offset=header.base_offset,
-        compression=header.compression,
-        timestamp_type=header.timestamp_type,
-        log_append_time=header.max_timestamp if header.timestamp_type == LOG_APPEND_TIME else None,
-        producer_id=header.producer_id,
-        producer_epoch=header.producer_epoch,
-        base_sequence=header.base_sequence,
-        is_transactional=header.is_transactional,
-        partition_leader_epoch=header.partition_leader_epoch,
-    )
-    for record in survivors:
-        builder.append(record)
-    return builder.build()
+def _scan_record(data: bytes, pos: int) -> tuple[int, int, bytes | None, list[tuple[str, bytes | None]]]:
+    """``(end, offset delta, key, headers)`` of the v2 record at ``pos``: what a filter looks at, without
+    copying the value (``v2.decode_record`` decodes everything)."""
+    length, p = decode_varint(data, pos)
+    end = p + length
+    if length < 0 or end > len(data):
+        raise DecodeError(f"record length {length} overruns the batch")
+    _ts_delta, p = decode_varlong(data, p + 1)  # attributes byte, then the timestamp delta
+    offset_delta, p = decode_varint(data, p)
+    n, p = decode_varint(data, p)
+    key = None if n < 0 else data[p:p + n]
+    p += max(n, 0)
+    n, p = decode_varint(data, p)
+    p += max(n, 0)
+    count, p = decode_varint(data, p)
+    headers: list[tuple[str, bytes | None]] = []
+    for _ in range(count):
+        n, p = decode_varint(data, p)
+        name = data[p:p + n].decode("utf-8")
+        p += n
+        n, p = decode_varint(data, p)
+        headers.append((name, None if n < 0 else data[p:p + n]))
+        p += max(n, 0)
+    if p != end:
+        raise DecodeError(f"record declares {length} bytes but its fields use {length - (end - p)}")
+    return end, offset_delta, key, headers
+
+
+def _filter_v2(view: memoryview, header: BatchHeader, matcher: RecordMatcher) -> tuple[bytes, int, int, int]:
+    """``(survivors' batch or b"", kept, dropped, last kept offset or -1)`` for one v2 data batch.
+
+    The survivors' encoded bytes are copied as they are: a record stores its offset and timestamp as deltas
+    from the batch's base offset and first timestamp, which the rewritten batch keeps, so nothing is
+    re-encoded; only the header's length, last offset delta, record count and CRC change (and the body is
+    compressed again with the batch's codec when it was compressed).
+    """
+    data = records_region(view, header)
+    parts: list[bytes] = []
+    last_kept = -1
+    pos = 0
+    try:
+        for _ in range(header.record_count):
+            start = pos
+            pos, offset_delta, key, headers = _scan_record(data, pos)
+            if matcher.matches(key, headers):
+                parts.append(data[start:pos])
+                last_kept = header.base_offset + offset_delta
+    except (DecodeError, IndexError, UnicodeDecodeError) as exc:
+        raise CorruptRecordError(header.position, f"record {len(parts)}: {exc}") from exc
+    kept, dropped = len(parts), header.record_count - len(parts)
+    if dropped == 0 or not parts:
+        return b"", kept, dropped, last_kept
+    body = compress(header.compression, b"".join(parts), magic=MAGIC_V2)
+    out = bytearray(view[header.position:header.position + V2_HEADER_SIZE])
+    struct.pack_into(">i", out, V2_LENGTH, V2_HEADER_SIZE - LOG_OVERHEAD + len(body))
+    struct.pack_into(">i", out, V2_LAST_OFFSET_DELTA, last_kept - header.base_offset)
+    struct.pack_into(">i", out, V2_RECORDS_COUNT, kept)
+    out += body
+    struct.pack_into(">I", out, V2_CRC, crc32c.crc32c(memoryview(out)[V2_ATTRIBUTES:]))
+    return bytes(out), kept, dropped, last_kept
 
 
 def _survivors_legacy(header: BatchHeader, survivors: list[Record]) -> bytes:
@@ -98,18 +158,23 @@ def filter_fetched(data: Buffer, matcher: RecordMatcher) -> tuple[bytes, int, in
         if header.magic == MAGIC_V2 and header.is_control:
             out += view[header.position:header.end]
             continue
-        records = decode_records(view, header)
-        survivors = [r for r in records if matcher.matches(r.key, r.headers)]
-        kept += len(survivors)
-        dropped += len(records) - len(survivors)
-        if len(survivors) == len(records):
+        if header.magic == MAGIC_V2:
+            rewritten, k, d, last_kept = _filter_v2(view, header, matcher)
+            first_record = header.base_offset
+        else:
+            records = decode_records(view, header)
+            survivors = [r for r in records if matcher.matches(r.key, r.headers)]
+            k, d = len(survivors), len(records) - len(survivors)
+            last_kept = survivors[-1].offset if survivors else -1
+            rewritten = _survivors_legacy(header, survivors) if survivors and d else b""
+            first_record = records[0].offset if records else header.base_offset
+        kept += k
+        dropped += d
+        if d == 0:
             out += view[header.position:header.end]
             continue
-        if survivors:
-            out += _survivors_v2(header, survivors) if header.magic == MAGIC_V2 else _survivors_legacy(header,
-                                                                                                      survivors)
-        first_left_out = survivors[-1].offset + 1 if survivors else (
-            header.base_offset if header.magic == MAGIC_V2 else records[0].offset)
+        out += rewritten
+        first_left_out = last_kept + 1 if k else first_record
         if first_left_out <= header.last_offset:
             out += filtered_marker(first_left_out, header.last_offset, header.max_timestamp)
     out += view[end:]
