@@ -75,7 +75,8 @@ class Rooms:
         with self.client() as c:
             result = c.create_topics([NewTopic(name, partitions, rf, configs={"min.insync.replicas": "1"})])
         assert result[name].error == ErrorCode.NONE, result
-        wait_for(f"full ISRs of {name}", lambda: all(len(i) == rf for i in self.isrs(name).values()))
+        wait_for(f"full ISRs and leaders of {name}", lambda: all(len(i) == rf for i in self.isrs(name).values())
+                 and all(leader >= 0 for leader in self.leaders(name).values()))
         return self.leaders(name)
 
     def logs(self) -> str:
@@ -296,3 +297,69 @@ def test_room_a_producer_fails_over_to_room_b_and_comes_back(rooms: Rooms) -> No
         consumer.close()
     lost = [k for k in acked if found.get(k) != acked[k]]
     assert not lost, f"{len(lost)} acknowledged records missing or different, e.g. {lost[:5]}"
+
+
+@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
+def test_a_filtered_group_is_filtered_by_every_broker_it_fetches_from(rooms: Rooms, client: str) -> None:
+    """The group's coordinator is one broker; the partitions are led by all four, and a room-B consumer reads
+    room-A-led partitions from room-B followers: each of those brokers filters what it serves."""
+    from sofakafka.client.groups import GroupAdmin
+    from sofakafka.ldc import RecordFilter
+    from sofakafka.router.store import write_group_filter
+
+    topic, group = f"filtered-{client}", f"filtered-app-{client}"
+    leaders = rooms.create_topic(topic, partitions=4)
+    producer = Producer({"bootstrap.servers": rooms.bootstrap, "acks": "all"})
+    for p in leaders:
+        for i in range(30):
+            producer.produce(topic, f"{p}-{i}".encode(), f"k{i}".encode(), partition=p,
+                             headers=[("__UNIT.TARGET_R", b"R1" if i % 3 == 0 else b"R2")])
+    assert producer.flush(30) == 0
+    with rooms.client() as c:
+        GroupAdmin(c).commit_offsets(group, {(topic, p): 0 for p in leaders})
+        write_group_filter(c, group, RecordFilter.build(headers=[("__UNIT.TARGET_R", "R1")]))
+        coordinator = GroupAdmin(c).find_coordinator(group)
+    expected = {f"{p}-{i}".encode() for p in leaders for i in range(30) if i % 3 == 0}
+    got: dict[tuple[int, int], bytes] = {}
+    deadline = time.monotonic() + 60
+    if client == "confluent":
+        consumer = Consumer({"bootstrap.servers": rooms.bootstrap, "group.id": group, "client.id": group,
+                             "client.rack": "B", "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.subscribe([topic])
+        try:
+            while len(got) < len(expected) and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is not None and msg.error() is None:
+                    got[(msg.partition(), msg.offset())] = msg.value()
+            end = time.monotonic() + 2
+            while time.monotonic() < end:
+                msg = consumer.poll(0.2)
+                if msg is not None and msg.error() is None:
+                    got[(msg.partition(), msg.offset())] = msg.value()
+            consumer.commit(asynchronous=False)
+        finally:
+            consumer.close()
+    else:
+        from kafka import KafkaConsumer
+
+        kc = KafkaConsumer(bootstrap_servers=rooms.bootstrap, group_id=group, client_id=group, client_rack="B",
+                           auto_offset_reset="earliest", enable_auto_commit=False)
+        while not kc.partitions_for_topic(topic) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        kc.subscribe([topic])
+        try:
+            end = deadline
+            while time.monotonic() < end:
+                for records in kc.poll(300).values():
+                    got.update(((r.partition, r.offset), r.value) for r in records)
+                if len(got) >= len(expected) and end == deadline:
+                    end = time.monotonic() + 2
+            kc.commit()
+        finally:
+            kc.close()
+    assert set(got.values()) == expected and len(got) == len(expected)
+    with rooms.client() as c:
+        committed = GroupAdmin(c).fetch_offsets(group)
+        ends = c.list_offsets(topic, dict.fromkeys(leaders, -1))
+    assert {p: committed[(topic, p)].offset for p in leaders} == {p: ends[p].offset for p in leaders}
+    print(f"coordinator broker {coordinator}, leaders {leaders}")
