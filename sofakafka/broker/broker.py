@@ -178,11 +178,6 @@ class Broker:
         return self.node.cache
 
     @property
-    def metadata_store(self) -> MetadataStore:
-        assert self.store is not None, "broker not started"
-        return self.store
-
-    @property
     def group_filters(self) -> GroupFilterRegistry:
         """Server-side filters of consumer groups and their members (group_filters.py)."""
         assert self._group_filters is not None, "broker not started"
