@@ -21,7 +21,10 @@ from sofakafka.cli import (
     console_consumer,
     console_producer,
     consumer_groups,
+    filters,
+    ldc,
     reassign_partitions,
+    router,
     serve,
     topics,
 )
@@ -46,6 +49,9 @@ TOOLS: tuple[Tool, ...] = (
     consumer_groups,
     reassign_partitions,
     cluster,
+    ldc,
+    filters,
+    router,
 )
 VERBS: dict[str, Tool] = {tool.VERB: tool for tool in TOOLS}
 

@@ -148,7 +148,7 @@ def parse_uid(uid: int | str) -> int:
     raise LdcError("uid", f"{uid!r} is neither a shard 0-{UID_SHARDS - 1} nor a user id of digits")
 
 
-def _parse_uid_ranges(part: str, value: object) -> tuple[tuple[int, int], ...]:
+def parse_uid_ranges(part: str, value: object) -> tuple[tuple[int, int], ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise LdcError(part, f"must be a list of strings like \"00-49\", got {value!r}")
     ranges: list[tuple[int, int]] = []
@@ -382,7 +382,7 @@ class LdcModel:
                 if required not in spec:
                     raise LdcError(f"{part}.{required}", "missing")
             zone = Zone.parse(spec["zone"], f"{part}.zone")
-            uids = _parse_uid_ranges(f"{part}.uids", spec["uids"]) if "uids" in spec else ()
+            uids = parse_uid_ranges(f"{part}.uids", spec["uids"]) if "uids" in spec else ()
             cells.append(Cell(name=name, zone=zone, city=check_name(f"{part}.city", spec["city"]), uids=uids))
         return cls(instance=check_name("instance", data["instance"]), cells=tuple(cells))
 

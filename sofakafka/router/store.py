@@ -77,23 +77,29 @@ def write_rules(client: KafkaClient, rules: RoutingRules | None, *, validate_onl
 # -- group filters ------------------------------------------------------------------------------------------------
 def read_group_filter(client: KafkaClient, group: str) -> RecordFilter:
     """The group's filter (empty when it has none); asked of the group's coordinator."""
-    node = GroupAdmin(client).find_coordinator(group)
-    (result,) = client.describe_configs([(ConfigResourceType.GROUP, group, None)], node_id=node)
-    if result.error != ErrorCode.NONE:
-        raise KafkaError(result.error, result.error_message or f"DescribeConfigs of group {group} failed")
-    return RecordFilter.from_configs({e.name: e.value for e in result.entries if e.value is not None})
+
+    def call(node: int) -> RecordFilter:
+        (result,) = client.describe_configs([(ConfigResourceType.GROUP, group, None)], node_id=node)
+        if result.error != ErrorCode.NONE:
+            raise KafkaError(result.error, result.error_message or f"DescribeConfigs of group {group} failed")
+        return RecordFilter.from_configs({e.name: e.value for e in result.entries if e.value is not None})
+
+    return GroupAdmin(client).at_coordinator(group, "DescribeConfigs", call)
 
 
 def write_group_filter(client: KafkaClient, group: str, record_filter: RecordFilter, *,
                        validate_only: bool = False) -> None:
     """Replace the group's filter (an empty one removes it) at the group's coordinator, which refuses a
     group that does not exist (GROUP_ID_NOT_FOUND) and a bad value (INVALID_REQUEST), naming them."""
-    node = GroupAdmin(client).find_coordinator(group)
     configs: dict[str, str | None] = dict(record_filter.to_configs())
-    (result,) = client.alter_configs({(ConfigResourceType.GROUP, group): configs}, validate_only=validate_only,
-                                     node_id=node)
-    if result.error != ErrorCode.NONE:
-        raise KafkaError(result.error, result.error_message or f"AlterConfigs of group {group} failed")
+
+    def call(node: int) -> None:
+        (result,) = client.alter_configs({(ConfigResourceType.GROUP, group): configs}, validate_only=validate_only,
+                                         node_id=node)
+        if result.error != ErrorCode.NONE:
+            raise KafkaError(result.error, result.error_message or f"AlterConfigs of group {group} failed")
+
+    GroupAdmin(client).at_coordinator(group, "AlterConfigs", call)
 
 
 def list_group_filters(client: KafkaClient) -> dict[str, RecordFilter]:

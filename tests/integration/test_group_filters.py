@@ -73,7 +73,7 @@ _ids = itertools.count()
 
 @pytest.fixture(scope="module")
 def fbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = _start(tmp_path_factory.mktemp("filters-broker"), {"group.initial.rebalance.delay.ms": "0"})
+    b = _start(tmp_path_factory.mktemp("filters-broker"), {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "4"})
     try:
         yield b
     finally:

@@ -53,7 +53,7 @@ BACKENDS: list[Backend] = ["confluent", "kafka-python"]
 
 @pytest.fixture(scope="module")
 def ldc_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = _start(tmp_path_factory.mktemp("ldc-broker"), {"group.initial.rebalance.delay.ms": "0"})
+    b = _start(tmp_path_factory.mktemp("ldc-broker"), {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "4"})
     try:
         yield b
     finally:

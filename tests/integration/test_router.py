@@ -61,7 +61,7 @@ headers = { "__UNIT.TARGET_R" = "R1" }
 
 @pytest.fixture(scope="module")
 def router_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = _start(tmp_path_factory.mktemp("router-broker"), {"group.initial.rebalance.delay.ms": "0"})
+    b = _start(tmp_path_factory.mktemp("router-broker"), {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "4"})
     try:
         yield b
     finally:
