@@ -173,6 +173,10 @@ class _Session:
 def _run_router(args: argparse.Namespace) -> int:
     if not args.bootstrap_server:
         raise UsageError("--bootstrap-server is required")
+    try:
+        import confluent_kafka  # noqa: F401 - the router's consumer and transactional producer
+    except ImportError:
+        raise UsageError("router run needs confluent-kafka: pip install 'sofakafka[ldc]'") from None
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log = logging.getLogger("sofakafka.router")
