@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--at-least-once", action="store_true", help="run: no transactions (a kill may duplicate)")
     p.add_argument("--transactional-id", default="", help="run: the producer's transactional.id (default: unique)")
     p.add_argument("--batch-size", type=int, default=500, help="run: records per transaction at most")
+    p.add_argument("--client-config", action="append", default=[], metavar="KEY=VALUE",
+                   help="run: a librdkafka setting for the router's consumer and producer (repeatable), e.g. "
+                        "session.timeout.ms=10000 or transaction.timeout.ms=10000")
     p.add_argument("--reload-interval-s", type=float, default=10.0,
                    help="run with stored rules: how often to look for changed rules")
     p.add_argument("--dry-run", action="store_true", help="load-rules: check, store nothing")
@@ -140,7 +143,8 @@ class _Session:
         self.args, self.model, self.rules, self.log = args, model, rules, log
         self.router = Router(model, rules, RouterConfig(
             args.bootstrap_server, group_id=args.group, exactly_once=not args.at_least_once,
-            transactional_id=args.transactional_id, batch_size=args.batch_size))
+            transactional_id=args.transactional_id, batch_size=args.batch_size,
+            client_config=common.key_values(args.client_config, "--client-config")))
         self.started = self.last_stats = self.last_reload = time.monotonic()
         self.changed: tuple[LdcModel, RoutingRules] | None = None
 
