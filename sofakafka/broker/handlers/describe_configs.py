@@ -372,8 +372,10 @@ async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsR
     results: list[Result] = []
     for resource in request.resources:
         keys = resource.configuration_keys or None
-        # An unknown resource type is echoed as UNKNOWN (0), as Kafka's ConfigResource.Type.forId makes it.
-        known_type = resource.resource_type in (RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER)
+        # An unknown resource type is echoed as UNKNOWN (0), as Kafka's ConfigResource.Type.forId makes it;
+        # GROUP (32) is known here, as in Kafka 3.8+.
+        known_type = resource.resource_type in (RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER,
+                                                RESOURCE_GROUP)
         result = Result(resource_type=resource.resource_type if known_type else 0,
                         resource_name=resource.resource_name, error_message=None)
         try:
