@@ -186,7 +186,7 @@ def test_room_b_consumers_fetch_from_room_b_replicas(rooms: Rooms, client: str) 
         kc.seek_to_beginning()
         try:
             while len(got) < 20 * len(a_led) and time.monotonic() < deadline:
-                for records in kc.poll(500).values():
+                for records in kc.poll(1000).values():
                     got.update(r.value for r in records)
         finally:
             kc.close()
@@ -350,7 +350,7 @@ def test_a_filtered_group_is_filtered_by_every_broker_it_fetches_from(rooms: Roo
         try:
             end = deadline
             while time.monotonic() < end:
-                for records in kc.poll(300).values():
+                for records in kc.poll(1000).values():
                     got.update(((r.partition, r.offset), r.value) for r in records)
                 if len(got) >= len(expected) and end == deadline:
                     end = time.monotonic() + 2

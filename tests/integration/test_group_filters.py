@@ -123,8 +123,10 @@ def consume(client: str, bootstrap: str, group: str, topic: str, expected: int,
         from kafka import KafkaConsumer
         from kafka.errors import CommitFailedError, RebalanceInProgressError
 
+        hard_deadline = deadline + 30
         kc = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, client_id=client_id,
-                           enable_auto_commit=False, auto_offset_reset="earliest")
+                           enable_auto_commit=False, auto_offset_reset="earliest",
+                           session_timeout_ms=30000, heartbeat_interval_ms=3000)
         # kafka-python may join before its metadata has the topic and then sit with no assignment until its
         # next metadata refresh ("No partition metadata for topic"): learn the topic first.
         while not kc.partitions_for_topic(topic) and time.monotonic() < deadline:
@@ -134,7 +136,7 @@ def consume(client: str, bootstrap: str, group: str, topic: str, expected: int,
             while True:
                 quiet_until = None
                 while time.monotonic() < deadline:
-                    batch = kc.poll(200)
+                    batch = kc.poll(1000)  # kafka-python 3 can stall for good when a join outlives a short poll
                     for records in batch.values():
                         got.update(((r.partition, r.offset), (r.key, r.value)) for r in records)
                     if batch:
@@ -148,10 +150,10 @@ def consume(client: str, bootstrap: str, group: str, topic: str, expected: int,
                     break
                 except (CommitFailedError, RebalanceInProgressError):
                     # A loaded machine can make kafka-python miss its session: poll through the rebalance
-                    # and commit again, for at most another 30 s.
-                    if time.monotonic() > deadline + 30:
+                    # and commit again, until a hard limit.
+                    if time.monotonic() > hard_deadline:
                         raise
-                    deadline = max(deadline, time.monotonic() + 5)
+                    deadline = min(hard_deadline, time.monotonic() + 5)
         finally:
             kc.close()
     return list(got.values())

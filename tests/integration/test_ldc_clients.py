@@ -106,7 +106,7 @@ def drain(consumer: LdcConsumer, expected: int, timeout_s: float = 30.0) -> list
     got: list[LdcRecord] = []
     deadline = time.monotonic() + timeout_s
     while len(got) < expected and time.monotonic() < deadline:
-        got += consumer.poll(0.5)
+        got += consumer.poll(1.0)
     got += consumer.poll(1.0)
     return got
 

@@ -149,7 +149,7 @@ def test_bill_of_user_b_reaches_r2_and_only_r2s_application_sees_it(router_broke
             got: list[bytes | None] = []
             deadline = time.monotonic() + 20
             while not got and time.monotonic() < deadline:
-                got += [rec.value for rec in app.poll(0.5)]
+                got += [rec.value for rec in app.poll(1.0)]
             got += [rec.value for rec in app.poll(1.0)]
         finally:
             app.close()
