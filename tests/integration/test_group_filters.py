@@ -274,3 +274,24 @@ def test_bad_filters_are_refused_naming_what_is_wrong_and_nothing_is_stored(fbro
         assert read_group_filter(kc, "bad-filter-group").is_empty  # the good key was not stored either
         # removing a filter needs no group: it is how a filter of a deleted group goes
         write_group_filter(kc, "no-such-group", RecordFilter())
+
+
+def test_zone_subscription_for_a_stock_java_consumer(fbroker: BrokerProcess) -> None:
+    """Kafka 2.6's own console consumer (kafka-clients 2.6.3) in a filtered group: only the matching records,
+    and its commit on exit (the Java client commits its position, past the records left out) leaves no lag."""
+    from tests.reference.java import run_main
+
+    bs = fbroker.bootstrap
+    topic, group = MODEL.physical_topic("R1", "java-bills"), MODEL.physical_group("R1", "java-app")
+    with KafkaClient(bs) as kc:
+        kc.create_topics([NewTopic(topic, 2, 1)])
+    produce(bs, topic, 0, compression="gzip")
+    create_group(bs, group, topic)
+    with KafkaClient(bs) as kc:
+        write_group_filter(kc, group, MODEL.subscription_filter("R1", SubscriptionMode.RZONE))
+    out = run_main("kafka.tools.ConsoleConsumer", [
+        "--bootstrap-server", bs, "--topic", topic, "--group", group, "--timeout-ms", "8000",
+        "--property", "print.key=true", "--consumer-property", "client.id=java-app"], timeout=120)
+    keys = sorted(line.split("\t")[0] for line in out.stdout.splitlines() if "\t" in line)
+    assert keys == ["r-R1", "r-R1-dup"], out.stdout + out.stderr
+    assert lag(bs, group, topic) == {0: 0, 1: 0}
