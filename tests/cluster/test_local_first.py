@@ -48,8 +48,9 @@ def wait_for(what: str, predicate: object, timeout: float = WAIT_S) -> float:
 
 
 class Rooms:
-    def __init__(self, brokers: dict[int, BrokerProcess]) -> None:
+    def __init__(self, brokers: dict[int, BrokerProcess], chroot: str) -> None:
         self.brokers = brokers
+        self.chroot = chroot
 
     def live(self) -> list[int]:
         return [b for b, p in self.brokers.items() if p.alive()]
@@ -111,7 +112,7 @@ def rooms(tmp_path_factory: pytest.TempPathFactory, zookeeper: ZooKeeperServer) 
     try:
         with ThreadPoolExecutor(len(brokers)) as pool:
             list(pool.map(BrokerProcess.start, brokers.values()))
-        r = Rooms(brokers)
+        r = Rooms(brokers, chroot)
         with r.client() as c:
             wait_for("four registered brokers", lambda: len(c.metadata([]).brokers) == 4)
         yield r
@@ -119,6 +120,44 @@ def rooms(tmp_path_factory: pytest.TempPathFactory, zookeeper: ZooKeeperServer) 
         for b in brokers.values():
             b.kill()
         forget_dead_broker_sockets()
+
+
+def test_model_rules_and_filters_are_kept_in_zookeeper(rooms: Rooms, zookeeper: ZooKeeperServer) -> None:
+    """On the ZooKeeper backend the LDC model and rules are /config/brokers/<default> and a group's filter
+    /config/groups/<group>, in Kafka's config-znode JSON, written through any broker."""
+    import json
+
+    from kazoo.client import KazooClient
+
+    from sofakafka.client.groups import GroupAdmin
+    from sofakafka.ldc import LdcModel, RecordFilter, RoutingRules
+    from sofakafka.router.store import read_model, read_rules, write_group_filter, write_model, write_rules
+
+    model = LdcModel.from_toml('instance = "ZK"\n[cells.R1]\nzone = "RZone"\ncity = "a"\n'
+                               '[cells.R2]\nzone = "RZone"\ncity = "b"\n')
+    rules = RoutingRules.from_text("[[rules]]\nname = 'x'\nfrom = 'R1'\ntopic = 't'\nto = 'R2'")
+    rooms.create_topic("zk-filtered", partitions=2)
+    with rooms.client() as c:
+        write_model(c, model)
+        write_rules(c, rules)
+        assert read_model(c) == model and read_rules(c) == rules
+        GroupAdmin(c).commit_offsets("zk-group", {("zk-filtered", 0): 0})
+        write_group_filter(c, "zk-group", RecordFilter.build(key_prefixes=["user-"]))
+    zk = KazooClient(hosts=zookeeper.hosts + rooms.chroot)
+    zk.start(timeout=30)
+    try:
+        default = json.loads(zk.get("/config/brokers/<default>")[0])["config"]
+        assert LdcModel.from_json(default["sofakafka.ldc.model"]) == model
+        assert RoutingRules.from_text(default["sofakafka.router.rules"]) == rules
+        group = json.loads(zk.get("/config/groups/zk-group")[0])
+        assert group == {"version": 1, "config": {"sofakafka.filter.key.prefix": "user-"}}
+        assert zk.exists("/sofakafka/group_members/zk-group") is not None
+    finally:
+        zk.stop()
+        zk.close()
+    with rooms.client() as c:
+        write_rules(c, None)
+        write_model(c, None)
 
 
 def test_topics_spread_replicas_over_rooms_and_each_room_leads_a_share(rooms: Rooms) -> None:
