@@ -54,7 +54,7 @@ from sofakafka.controller.store import (
     WatchedEvent,
 )
 from sofakafka.ldc import FilterError, RecordFilter
-from sofakafka.protocol.errors import ProtocolError
+from sofakafka.protocol.errors import ErrorCode, ProtocolError
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +114,8 @@ def decode_bindings(data: bytes) -> dict[str, MemberBinding]:
 
 class _Coordinator(Protocol):
     def groups(self) -> dict[str, GroupMetadata]: ...
+
+    def coordinator_error(self, group_id: str) -> ErrorCode | None: ...
 
 
 def _host(client_host: str) -> str:
@@ -323,7 +325,7 @@ class GroupFilterRegistry:
             self._publish_lock = asyncio.Lock()
         async with self._publish_lock:
             group = coordinator.groups().get(group_id)
-            current = member_bindings(group) if group is not None else {}
+            current = member_bindings(group) if group is not None and group.state.value != "Dead" else {}
             if self._published.get(group_id) == current and dict(self.bindings_of(group_id)) == current:
                 return
             store = self.store
@@ -332,9 +334,9 @@ class GroupFilterRegistry:
 
     async def sweep(self, coordinator: _Coordinator,
                     run_blocking: Callable[[Callable[[], None]], Awaitable[None]]) -> None:
-        """Publish every filtered group this coordinator holds whose members changed (expired sessions)."""
-        groups = coordinator.groups()
-        for group_id in [g for g in self.filters() if g in groups]:
+        """Publish every filtered group this broker coordinates whose members changed: sessions that expired,
+        and groups deleted or expired away (their filter stays, their members go)."""
+        for group_id in [g for g in self.filters() if coordinator.coordinator_error(g) is None]:
             await self.publish_members(coordinator, group_id, run_blocking)
 
     # -- reads ----------------------------------------------------------------------------------------------------

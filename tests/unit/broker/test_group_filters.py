@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,6 +23,7 @@ from sofakafka.broker.group_filters import (
 )
 from sofakafka.controller.embedded import EmbeddedMetadataStore
 from sofakafka.ldc import RecordFilter
+from sofakafka.protocol.errors import ErrorCode
 
 R1 = RecordFilter.build(headers=[("__UNIT.TARGET_R", "R1")])
 R2 = RecordFilter.build(headers=[("__UNIT.TARGET_R", "R2")])
@@ -119,3 +121,33 @@ def test_changed_bindings_names_filtered_groups_whose_members_moved(store: Embed
     assert changed_bindings(registry, [g]) == []
     del g.members["a"]
     assert changed_bindings(registry, [g]) == [("g", {})]
+
+
+class Coordinator:
+    """What the registry asks of the group coordinator: its groups, and whether it serves a group now."""
+
+    def __init__(self, groups: dict[str, GroupMetadata], serves: set[str]) -> None:
+        self._groups = groups
+        self.serves = serves
+
+    def groups(self) -> dict[str, GroupMetadata]:
+        return self._groups
+
+    def coordinator_error(self, group_id: str) -> ErrorCode | None:
+        return None if group_id in self.serves else ErrorCode.NOT_COORDINATOR
+
+
+def test_sweep_drops_the_members_of_a_deleted_group_it_coordinates(store: EmbeddedMetadataStore,
+                                                                  registry: GroupFilterRegistry) -> None:
+    write_group_filter(store, "gone", R1, {"m": MemberBinding("c", "h", frozenset({"t"}))})
+    write_group_filter(store, "elsewhere", R1, {"m": MemberBinding("d", "h", frozenset({"t"}))})
+    wait_until("both filters", lambda: registry.lookup("c", "h") is not None and registry.lookup("d", "h") is not None)
+
+    async def run_blocking(fn: Callable[[], None]) -> None:
+        fn()
+
+    # The group was deleted here (no longer among the coordinator's groups); "elsewhere" has another coordinator.
+    asyncio.run(registry.sweep(Coordinator({}, serves={"gone"}), run_blocking))
+    wait_until("the deleted group's members gone", lambda: registry.lookup("c", "h") is None)
+    assert registry.filter_of("gone") == R1  # the filter stays until someone removes it
+    assert registry.lookup("d", "h") is not None
