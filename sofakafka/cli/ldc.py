@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from pathlib import Path
 
 from sofakafka.cli import common
 from sofakafka.cli.common import UsageError
@@ -57,17 +56,10 @@ def main(argv: Sequence[str]) -> int:
     return common.main(VERB, build_parser(), argv, run)
 
 
-def _read_file(path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-
-
 def _model_from(args: argparse.Namespace) -> LdcModel:
     """``--model FILE`` if given, else the cluster's stored model."""
     if args.model:
-        return LdcModel.from_text(_read_file(args.model), args.model)
+        return LdcModel.from_text(common.read_text_file(args.model), args.model)
     with common.client(args, VERB) as client:
         return require_model(client)
 
@@ -84,7 +76,7 @@ def _run(action: str, args: argparse.Namespace) -> int:
     if action == "load":
         if not args.target:
             raise UsageError("load needs the model file: sofakafka ldc load FILE --bootstrap-server ...")
-        model = LdcModel.from_text(_read_file(args.target), args.target)
+        model = LdcModel.from_text(common.read_text_file(args.target), args.target)
         with common.client(args, VERB) as client:
             write_model(client, model, validate_only=args.dry_run)
         verb = "Checked" if args.dry_run else "Stored"

@@ -24,7 +24,6 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from types import FrameType
 
 from sofakafka.cli import common
@@ -65,17 +64,10 @@ def main(argv: Sequence[str]) -> int:
     return common.main(VERB, build_parser(), argv, run)
 
 
-def _read_file(path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-
-
 def _load(args: argparse.Namespace) -> tuple[LdcModel, RoutingRules]:
     with common.client(args, VERB) as client:
-        model = LdcModel.from_text(_read_file(args.model), args.model) if args.model else require_model(client)
-        rules = RoutingRules.from_text(_read_file(args.rules), args.rules) if args.rules else read_rules(client)
+        model = LdcModel.from_text(common.read_text_file(args.model), args.model) if args.model else require_model(client)
+        rules = RoutingRules.from_text(common.read_text_file(args.rules), args.rules) if args.rules else read_rules(client)
     rules.check(model)
     return model, rules
 
@@ -97,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
 def _load_rules(args: argparse.Namespace) -> int:
     if not args.file:
         raise UsageError("load-rules needs the rules file: sofakafka router load-rules FILE --bootstrap-server ...")
-    rules = RoutingRules.from_text(_read_file(args.file), args.file)
+    rules = RoutingRules.from_text(common.read_text_file(args.file), args.file)
     with common.client(args, VERB) as client:
         rules.check(require_model(client))
         write_rules(client, rules, validate_only=args.dry_run)

@@ -28,35 +28,10 @@ from sofakafka.ldc import ROUTER_PATH_HEADER, LdcModel, RoutingRules
 from sofakafka.protocol.errors import ErrorCode
 from sofakafka.router.status import router_status
 from tests.integration.conftest import REPO, BrokerProcess
+from tests.ldc_data import BILL_RULES, bill_model
 
-MODEL = """
-instance = "EOS"
-[cells.R1]
-zone = "RZone"
-city = "hangzhou"
-uids = ["00-49"]
-[cells.R2]
-zone = "RZone"
-city = "shanghai"
-uids = ["50-99"]
-"""
-RULES = """
-[[rules]]
-name = "r1-to-r2"
-from = "R1"
-topic = "bills"
-to = ["R2"]
-[rules.match]
-headers = { "__UNIT.TARGET_R" = "R2" }
-
-[[rules]]
-name = "r2-to-r1"
-from = "R2"
-topic = "bills"
-to = ["R1"]
-[rules.match]
-headers = { "__UNIT.TARGET_R" = "R1" }
-"""
+MODEL = bill_model("EOS", gzone=False, czones=())
+RULES = BILL_RULES
 SETTINGS = {
     "group.initial.rebalance.delay.ms": "0",
     "offsets.topic.num.partitions": "6",

@@ -19,9 +19,6 @@ from confluent_kafka import Producer as CKProducer
 from sofakafka.client.client import ConfigResourceType, KafkaClient, NewTopic
 from sofakafka.client.groups import GroupAdmin
 from sofakafka.ldc import (
-    UNIT_ORIUNIT,
-    UNIT_TARGET_C,
-    UNIT_TARGET_G,
     UNIT_TARGET_R,
     LdcModel,
     RecordFilter,
@@ -30,38 +27,10 @@ from sofakafka.ldc import (
 from sofakafka.protocol.errors import ErrorCode, KafkaError
 from sofakafka.router.store import list_group_filters, read_group_filter, write_group_filter
 from tests.integration.conftest import BrokerProcess, _start
+from tests.ldc_data import BROKER_SETTINGS, MIXED, bill_model
 
-MODEL = LdcModel.from_toml("""
-instance = "ANT"
-[cells.R1]
-zone = "RZone"
-city = "hangzhou"
-uids = ["00-49"]
-[cells.R2]
-zone = "RZone"
-city = "shanghai"
-uids = ["50-99"]
-[cells.GZ00]
-zone = "GZone"
-city = "hangzhou"
-[cells.CZ01]
-zone = "CZone"
-city = "hangzhou"
-""")
+MODEL = LdcModel.from_toml(bill_model("ANT"))
 
-# (key, headers) of the records every test writes, in two rounds; what each mode takes is decided by header.
-MIXED = [
-    (b"none", []),
-    (b"ori-R1", [(UNIT_ORIUNIT, b"R1")]),
-    (b"ori-GZ", [(UNIT_ORIUNIT, b"GZ00"), (UNIT_TARGET_G, b"GZ00")]),
-    (b"g-GZ", [(UNIT_ORIUNIT, b"R2"), (UNIT_TARGET_G, b"GZ00")]),
-    (b"g-other", [(UNIT_TARGET_G, b"GZ01")]),
-    (b"c-CZ", [(UNIT_ORIUNIT, b"R1"), (UNIT_TARGET_C, b"CZ01")]),
-    (b"c-other", [(UNIT_TARGET_C, b"CZ02")]),
-    (b"r-R1", [(UNIT_TARGET_R, b"R1")]),
-    (b"r-R2", [(UNIT_TARGET_R, b"R2")]),
-    (b"r-R1-dup", [(UNIT_TARGET_R, b"R2"), (UNIT_TARGET_R, b"R1")]),
-]
 EXPECTED = {
     ("R1", SubscriptionMode.LOCAL): {b"ori-R1", b"c-CZ"},
     ("R1", SubscriptionMode.RZONE): {b"r-R1", b"r-R1-dup"},
@@ -73,7 +42,7 @@ _ids = itertools.count()
 
 @pytest.fixture(scope="module")
 def fbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = _start(tmp_path_factory.mktemp("filters-broker"), {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "4"})
+    b = _start(tmp_path_factory.mktemp("filters-broker"), BROKER_SETTINGS)
     try:
         yield b
     finally:

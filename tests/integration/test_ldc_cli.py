@@ -22,36 +22,16 @@ from confluent_kafka import Consumer, Producer
 
 from sofakafka.client.client import KafkaClient, NewTopic
 from tests.integration.conftest import REPO, BrokerProcess, _start
+from tests.ldc_data import BROKER_SETTINGS, RULE_R1_TO_R2, bill_model
 
-MODEL = """
-instance = "CLI"
-[cells.R1]
-zone = "RZone"
-city = "hangzhou"
-uids = ["00-49"]
-[cells.R2]
-zone = "RZone"
-city = "shanghai"
-uids = ["50-99"]
-[cells.GZ00]
-zone = "GZone"
-city = "hangzhou"
-"""
+MODEL = bill_model("CLI", czones=())
 
-RULES = """
-[[rules]]
-name = "bills-r1-to-r2"
-from = "R1"
-topic = "bills"
-to = ["R2"]
-[rules.match]
-headers = { "__UNIT.TARGET_R" = "R2" }
-"""
+RULES = RULE_R1_TO_R2
 
 
 @pytest.fixture(scope="module")
 def cli_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = _start(tmp_path_factory.mktemp("ldc-cli"), {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "4"})
+    b = _start(tmp_path_factory.mktemp("ldc-cli"), BROKER_SETTINGS)
     try:
         yield b
     finally:

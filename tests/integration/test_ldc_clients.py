@@ -28,24 +28,7 @@ from sofakafka.protocol.errors import ErrorCode
 from sofakafka.router.ldc_client import Backend, Delivered, LdcConsumer, LdcProducer, LdcRecord
 from sofakafka.router.store import read_model, write_model
 from tests.integration.conftest import BrokerProcess, _start
-
-MODEL_TOML = """
-instance = "{instance}"
-[cells.R1]
-zone = "RZone"
-city = "hangzhou"
-uids = ["00-49"]
-[cells.R2]
-zone = "RZone"
-city = "shanghai"
-uids = ["50-99"]
-[cells.GZ00]
-zone = "GZone"
-city = "hangzhou"
-[cells.CZ01]
-zone = "CZone"
-city = "hangzhou"
-"""
+from tests.ldc_data import BROKER_SETTINGS, MIXED, bill_model
 
 _instances = itertools.count()
 BACKENDS: list[Backend] = ["confluent", "kafka-python"]
@@ -53,7 +36,7 @@ BACKENDS: list[Backend] = ["confluent", "kafka-python"]
 
 @pytest.fixture(scope="module")
 def ldc_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = _start(tmp_path_factory.mktemp("ldc-broker"), {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "4"})
+    b = _start(tmp_path_factory.mktemp("ldc-broker"), BROKER_SETTINGS)
     try:
         yield b
     finally:
@@ -62,7 +45,7 @@ def ldc_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProce
 
 @pytest.fixture
 def model() -> LdcModel:
-    return LdcModel.from_toml(MODEL_TOML.format(instance=f"LDC{next(_instances)}"))
+    return LdcModel.from_toml(bill_model(f"LDC{next(_instances)}"))
 
 
 def producer_config(backend: Backend, bootstrap: str) -> dict[str, object]:
@@ -209,19 +192,6 @@ def test_each_subscription_mode_takes_its_records_and_commits_past_the_rest(
                     config=consumer_config(backend, ldc_broker.bootstrap))
 
 
-MIXED = [  # (key, headers) written by a stock producer into one cell's physical topic
-    (b"none", []),
-    (b"ori-R1", [(UNIT_ORIUNIT, b"R1")]),
-    (b"ori-GZ", [(UNIT_ORIUNIT, b"GZ00"), (UNIT_TARGET_G, b"GZ00")]),
-    (b"g-GZ", [(UNIT_ORIUNIT, b"R2"), (UNIT_TARGET_G, b"GZ00")]),
-    (b"g-other", [(UNIT_TARGET_G, b"GZ01")]),
-    (b"c-CZ", [(UNIT_ORIUNIT, b"R1"), (UNIT_TARGET_C, b"CZ01")]),
-    (b"c-other", [(UNIT_TARGET_C, b"CZ02")]),
-    (b"r-R1", [(UNIT_TARGET_R, b"R1")]),
-    (b"r-R2", [(UNIT_TARGET_R, b"R2")]),
-    (b"r-R1-dup", [(UNIT_TARGET_R, b"R2"), (UNIT_TARGET_R, b"R1")]),
-    (b"r-R1-lower", [("__unit.target_r", b"R1")]),
-]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -26,42 +26,17 @@ from sofakafka.protocol.errors import ErrorCode
 from sofakafka.router.ldc_client import LdcConsumer, LdcProducer
 from sofakafka.router.worker import Router, RouterConfig, RouterError
 from tests.integration.conftest import BrokerProcess, _start
+from tests.ldc_data import BILL_RULES, BROKER_SETTINGS, bill_model
 
-MODEL = """
-instance = "BANK"
-[cells.R1]
-zone = "RZone"
-city = "hangzhou"
-uids = ["00-49"]
-[cells.R2]
-zone = "RZone"
-city = "shanghai"
-uids = ["50-99"]
-"""
+MODEL = bill_model("BANK", gzone=False, czones=())
 
 # Bills of users whose uid belongs to the other RZone are copied there; rules both ways.
-RULES = """
-[[rules]]
-name = "bills-r1-to-r2"
-from = "R1"
-topic = "bills"
-to = ["R2"]
-[rules.match]
-headers = { "__UNIT.TARGET_R" = "R2" }
-
-[[rules]]
-name = "bills-r2-to-r1"
-from = "R2"
-topic = "bills"
-to = ["R1"]
-[rules.match]
-headers = { "__UNIT.TARGET_R" = "R1" }
-"""
+RULES = BILL_RULES
 
 
 @pytest.fixture(scope="module")
 def router_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = _start(tmp_path_factory.mktemp("router-broker"), {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "4"})
+    b = _start(tmp_path_factory.mktemp("router-broker"), BROKER_SETTINGS)
     try:
         yield b
     finally:

@@ -6,16 +6,9 @@ import pytest
 
 from sofakafka.ldc import ROUTER_PATH_HEADER, LdcError, LdcModel, RecordFilter, RoutingRules
 from sofakafka.ldc.rules import parse_path, with_path
+from tests.ldc_data import RULE_R1_TO_R2
 
-BILL_RULES = """
-[[rules]]
-name = "bills-to-r2"
-from = "R1"
-topic = "bills"
-to = ["R2"]
-[rules.match]
-headers = { "__UNIT.TARGET_R" = "R2" }
-
+BILL_RULES = RULE_R1_TO_R2 + """
 [[rules]]
 name = "bills-to-r1"
 from = "R2"
