@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -179,3 +179,44 @@ def test_zone_subscription_for_a_stock_consumer_and_the_router(cli_broker: Broke
         out, _ = router.communicate(timeout=60)
     assert router.returncode == 0, out
     assert "bills-r1-to-r2: copied 1, skipped 1" in out
+
+
+def test_router_run_follows_the_rules_stored_in_the_cluster(cli_broker: BrokerProcess, tmp_path: Path) -> None:
+    bs = cli_broker.bootstrap
+    assert sk(cli_broker, "ldc", "load", write(tmp_path, "ldc.toml", MODEL)).returncode == 0
+    assert sk(cli_broker, "router", "load-rules", write(tmp_path, "rules.toml", RULES)).returncode == 0
+    with KafkaClient(bs) as kc:
+        kc.create_topics([NewTopic(t, 1, 1) for t in ("CLI.R1.bills", "CLI.R2.bills", "CLI.R1.alerts",
+                                                        "CLI.R2.alerts")])
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    router = subprocess.Popen([sys.executable, "-m", "sofakafka", "router", "run", "--at-least-once", "--group",
+                               "stored-rules-router", "--reload-interval-s", "1", "--bootstrap-server", bs],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+    def ends(topic: str) -> int:
+        with KafkaClient(bs) as kc:
+            return kc.list_offsets(topic, {0: -1})[0].offset
+
+    def wait_for(what: str, predicate: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + 60
+        while not predicate():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            assert router.poll() is None, "the router exited"
+            time.sleep(0.3)
+
+    p = Producer({"bootstrap.servers": bs})
+    try:
+        p.produce("CLI.R1.bills", b"bill", b"user-B", headers=[("__UNIT.TARGET_R", b"R2")])
+        p.produce("CLI.R1.alerts", b"alert", b"a")
+        assert p.flush(30) == 0
+        wait_for("the bill copied by the stored rule", lambda: ends("CLI.R2.bills") == 1)
+        # A rule for alerts, stored while the router runs, is picked up without a restart.
+        alerts = RULES + '\n[[rules]]\nname = "alerts"\nfrom = "R1"\ntopic = "alerts"\nto = ["R2"]\n'
+        assert sk(cli_broker, "router", "load-rules", write(tmp_path, "alerts.toml", alerts)).returncode == 0
+        wait_for("the alert copied by the new rule", lambda: ends("CLI.R2.alerts") == 1)
+        assert ends("CLI.R2.bills") == 1  # restarting the copying did not copy the bill again
+    finally:
+        router.send_signal(signal.SIGTERM)
+        out, _ = router.communicate(timeout=60)
+    assert router.returncode == 0, out
+    assert "the stored rules or model changed: restarting the copying with them" in out
