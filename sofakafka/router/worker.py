@@ -211,12 +211,18 @@ class Router:
         return errors
 
     def _next_offsets(self, messages: Sequence[Any]) -> list[Any]:
+        """Where each partition of the batch resumes: after its last record, or further when the consumer's
+        position is further (it steps over transaction markers, which are never returned as records; committing
+        only up to the last record would leave a marker uncommitted and the rule's lag at 1 for good)."""
         from confluent_kafka import TopicPartition
 
-        last: dict[tuple[str, int], int] = {}
+        nxt: dict[tuple[str, int], int] = {}
         for msg in messages:
-            last[(msg.topic(), msg.partition())] = msg.offset()
-        return [TopicPartition(t, p, o + 1) for (t, p), o in sorted(last.items())]
+            nxt[(msg.topic(), msg.partition())] = msg.offset() + 1
+        for tp in self._consumer.position([TopicPartition(t, p) for t, p in nxt]):
+            if tp.offset > nxt[(tp.topic, tp.partition)]:
+                nxt[(tp.topic, tp.partition)] = tp.offset
+        return [TopicPartition(t, p, o) for (t, p), o in sorted(nxt.items())]
 
     def _rewind(self) -> None:
         """After an aborted transaction: back to the committed offsets, so the batch is copied again."""
