@@ -16,6 +16,7 @@ from typing import Protocol
 
 from sofakafka import __version__
 from sofakafka.cli import (
+    acls,
     cluster,
     configs,
     console_consumer,
@@ -27,6 +28,7 @@ from sofakafka.cli import (
     router,
     serve,
     topics,
+    users,
 )
 
 
@@ -48,6 +50,8 @@ TOOLS: tuple[Tool, ...] = (
     console_consumer,
     consumer_groups,
     reassign_partitions,
+    users,
+    acls,
     cluster,
     ldc,
     filters,
