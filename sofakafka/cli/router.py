@@ -11,6 +11,11 @@ Actions:
 * ``load-rules FILE`` stores rules in the cluster after checking them against the stored model (the broker
   checks again); ``show-rules`` prints the stored rules.
 
+On a secured cluster ``--command-config FILE`` (Kafka's client properties: ``security.protocol``,
+``sasl.mechanism``, ``sasl.jaas.config``, PEM ``ssl.truststore.location``/``ssl.keystore.location``, or
+librdkafka's names) serves both the requests the command makes itself and, translated to librdkafka's names
+(:func:`librdkafka_security`), ``run``'s consumer and producer; ``--client-config`` settings come after it.
+
 A rules file with a syntax error, or a rule naming a cell the model does not have, is refused before anything
 runs or is stored, naming the place in the file.
 """
@@ -23,7 +28,7 @@ import logging
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import FrameType
 
 from sofakafka.cli import common
@@ -32,6 +37,8 @@ from sofakafka.ldc import LdcError, LdcModel, RoutingRules
 from sofakafka.router.status import router_status
 from sofakafka.router.store import read_rules, require_model, write_rules
 from sofakafka.router.worker import DEFAULT_GROUP, Router, RouterConfig, stats_line
+from sofakafka.security import SecurityConfigError
+from sofakafka.security.client_config import client_security_from_properties
 
 VERB = "router"
 SUMMARY = "run the LDC message router, show its lag, store its rules"
@@ -128,6 +135,52 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
+def router_client_config(args: argparse.Namespace) -> dict[str, str]:
+    """librdkafka settings of ``run``'s consumer and producer: ``--command-config``'s TLS and SASL, then
+    ``--client-config``."""
+    out: dict[str, str] = {}
+    if args.command_config:
+        out.update(librdkafka_security(common.read_properties(args.command_config), args.command_config))
+    out.update(common.key_values(args.client_config, "--client-config"))
+    return out
+
+
+# Java client name -> librdkafka name, for the TLS settings that are file paths or PEM text in both.
+_SSL_NAMES = {
+    "ssl.truststore.location": "ssl.ca.location", "ssl.ca.location": "ssl.ca.location",
+    "ssl.truststore.certificates": "ssl.ca.pem",
+    "ssl.certificate.location": "ssl.certificate.location", "ssl.key.location": "ssl.key.location",
+    "ssl.keystore.certificate.chain": "ssl.certificate.pem", "ssl.keystore.key": "ssl.key.pem",
+    "ssl.key.password": "ssl.key.password", "ssl.cipher.suites": "ssl.cipher.suites",
+}
+
+
+def librdkafka_security(props: Mapping[str, str], path: str) -> dict[str, str]:
+    """The TLS and SASL settings of a client properties file in librdkafka's names. The file is first checked
+    as the other tools check it (a setting that cannot be used names the file and the key); a PEM
+    ``ssl.keystore.location`` (key and chain in one file, as our tools take it) is librdkafka's certificate
+    and key location both, and an empty ``ssl.endpoint.identification.algorithm`` is librdkafka's ``none``."""
+    try:
+        security = client_security_from_properties(props)
+    except SecurityConfigError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+    out = {"security.protocol": security.protocol}
+    if security.uses_sasl:
+        assert security.sasl_mechanism and security.username is not None and security.password is not None
+        out |= {"sasl.mechanisms": security.sasl_mechanism, "sasl.username": security.username,
+                "sasl.password": security.password}
+    if security.uses_ssl:
+        out |= {_SSL_NAMES[k]: v for k, v in props.items() if k in _SSL_NAMES}
+        keystore = props.get("ssl.keystore.location")
+        if keystore:
+            out.setdefault("ssl.certificate.location", keystore)
+            out.setdefault("ssl.key.location", keystore)
+        algorithm = props.get("ssl.endpoint.identification.algorithm")
+        if algorithm is not None:
+            out["ssl.endpoint.identification.algorithm"] = algorithm.strip().lower() or "none"
+    return out
+
+
 class _Session:
     """One run of the copying with one set of rules; notices stored rules that changed (``changed``)."""
 
@@ -136,7 +189,7 @@ class _Session:
         self.router = Router(model, rules, RouterConfig(
             args.bootstrap_server, group_id=args.group, exactly_once=not args.at_least_once,
             transactional_id=args.transactional_id, batch_size=args.batch_size,
-            client_config=common.key_values(args.client_config, "--client-config")))
+            client_config=router_client_config(args)))
         self.started = self.last_stats = self.last_reload = time.monotonic()
         self.changed: tuple[LdcModel, RoutingRules] | None = None
 
