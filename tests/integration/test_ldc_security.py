@@ -5,8 +5,9 @@
   stored; with ALTER_CONFIGS on the cluster it is stored, and a stock librdkafka consumer logged in over SASL_SSL
   as a member of the group gets only the matching records.
 * ``sofakafka router run --command-config FILE`` reaches the cluster over SASL_SSL with the file's SCRAM login
-  and CA (Kafka's client property names, translated for librdkafka), copies a bill by rule as a user with only
-  the ACLs the copy needs, and ``router status`` logged in the same way sees the rule's lag drop to 0.
+  and CA (Kafka's client property names, translated for librdkafka), copies bills by rule exactly once (in
+  transactions) as a user with only the ACLs docs/ldc.md lists, and ``router status`` logged in the same way
+  sees the rule's lag drop to 0.
 """
 
 from __future__ import annotations
@@ -130,6 +131,8 @@ def test_router_runs_over_sasl_ssl_with_the_command_config_login(sb: SecureBroke
                  "--group", group)
     sb.sofakafka("acls", "add", "--allow-principal", principal, "--operation", "Write", "--topic", target)
     sb.sofakafka("acls", "add", "--allow-principal", principal, "--operation", "IdempotentWrite", "--cluster")
+    sb.sofakafka("acls", "add", "--allow-principal", principal, "--operation", "Write", "--transactional-id",
+                 "ldcsec-router-tx")
     model = tmp_path / "model.toml"
     model.write_text(bill_model("SEC", gzone=False, czones=()))
     rules = tmp_path / "rules.toml"
@@ -145,12 +148,12 @@ def test_router_runs_over_sasl_ssl_with_the_command_config_login(sb: SecureBroke
     log = (tmp_path / "router.log").open("w")
     router = subprocess.Popen(
         [sys.executable, "-m", "sofakafka", "router", "run", "--rules", str(rules), "--model", str(model),
-         "--group", group, "--at-least-once", "--bootstrap-server", sb.address("SASL_SSL"),
+         "--group", group, "--transactional-id", "ldcsec-router-tx", "--bootstrap-server", sb.address("SASL_SSL"),
          "--command-config", str(config), "--client-config", "session.timeout.ms=10000"],
         stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
         check = Consumer({**admin_conf(sb), "group.id": "ldcsec-check", "auto.offset.reset": "earliest",
-                          "enable.auto.commit": False})
+                          "enable.auto.commit": False, "isolation.level": "read_committed"})
         check.subscribe([target])
         got: list[bytes] = []
         try:
