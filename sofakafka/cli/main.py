@@ -22,8 +22,11 @@ from sofakafka.cli import (
     console_consumer,
     console_producer,
     consumer_groups,
+    filters,
+    ldc,
     quotas,
     reassign_partitions,
+    router,
     serve,
     topics,
     transactions,
@@ -54,6 +57,9 @@ TOOLS: tuple[Tool, ...] = (
     quotas,
     acls,
     cluster,
+    ldc,
+    filters,
+    router,
 )
 VERBS: dict[str, Tool] = {tool.VERB: tool for tool in TOOLS}
 
