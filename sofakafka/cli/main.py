@@ -18,6 +18,7 @@ from sofakafka import __version__
 from sofakafka.cli import (
     cluster,
     configs,
+    console,
     console_consumer,
     console_producer,
     consumer_groups,
@@ -45,6 +46,7 @@ TOOLS: tuple[Tool, ...] = (
     console_consumer,
     consumer_groups,
     reassign_partitions,
+    console,
     cluster,
 )
 VERBS: dict[str, Tool] = {tool.VERB: tool for tool in TOOLS}

@@ -55,6 +55,7 @@ from sofakafka.protocol.messages.produce import ProduceRequest, ProduceResponse
 from sofakafka.protocol.records import (
     MAGIC_V0,
     MAGIC_V1,
+    BatchHeader,
     CompressionType,
     Record,
     RecordBatchBuilder,
@@ -263,6 +264,9 @@ class FetchResult:
     records: list[Record]
     # The offset to fetch next: past the last returned record, or past skipped batches (control batches).
     next_offset: int
+    # The headers of the batches the records came from (producer id and epoch, sequence, compression): the
+    # console's message trace names the producer from them.
+    batches: tuple[BatchHeader, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -433,7 +437,19 @@ class KafkaClient:
     def metadata(self, topics: Sequence[str] | None = None, *,
                  allow_auto_topic_creation: bool = False) -> ClusterMetadata:
         """Metadata for ``topics`` (None: all topics). Brokers and controller are always refreshed; the
-        topic map replaces only the topics asked about."""
+        topic map replaces only the topics asked about.
+
+        A broker that fails to answer (it died since we connected) is dropped and the next one asked, so
+        one dead broker does not fail a caller that any other broker could serve."""
+        tries = len(self.bootstrap) + (len(self._cluster.brokers) if self._cluster is not None else 0)
+        for _ in range(tries):
+            try:
+                return self._metadata_once(topics, allow_auto_topic_creation)
+            except (BrokerConnectionError, RequestTimeoutError):
+                continue
+        return self._metadata_once(topics, allow_auto_topic_creation)
+
+    def _metadata_once(self, topics: Sequence[str] | None, allow_auto_topic_creation: bool) -> ClusterMetadata:
         conn = self.any_connection()
         version = self.version(conn, ApiKey.METADATA)
         wanted: list[MetadataRequest.MetadataRequestTopic] | None
@@ -1001,19 +1017,21 @@ def _fetch_result(topic: str, p: FetchResponse.FetchableTopicResponse.FetchableP
     code = ErrorCode.for_code(p.error_code)
     if code != ErrorCode.NONE:
         return KafkaError(code, f"fetch from {topic}-{p.partition_index} at offset {fetch_offset}: {code.name}")
-    records, next_offset = _decode_fetched(p.records or b"", fetch_offset)
+    records, next_offset, batches = _decode_fetched(p.records or b"", fetch_offset)
     return FetchResult(topic, p.partition_index, p.high_watermark, p.last_stable_offset, p.log_start_offset,
-                       records, next_offset)
+                       records, next_offset, batches)
 
 
-def _decode_fetched(data: Buffer, fetch_offset: int) -> tuple[list[Record], int]:
-    """Records at or after ``fetch_offset`` from a fetched record set; a partial trailing batch (the broker
-    may cut the set at max_bytes) is left for the next fetch."""
+def _decode_fetched(data: Buffer, fetch_offset: int) -> tuple[list[Record], int, tuple[BatchHeader, ...]]:
+    """Records at or after ``fetch_offset`` from a fetched record set, and the headers of the batches that
+    held them; a partial trailing batch (the broker may cut the set at max_bytes) is left for the next fetch."""
     out: list[Record] = []
+    batches: list[BatchHeader] = []
     next_offset = fetch_offset
     for header in iter_batches(data):
         next_offset = max(next_offset, header.next_offset)
-        if header.is_control:
+        if header.is_control or header.last_offset < fetch_offset:
             continue
+        batches.append(header)
         out += [r for r in decode_records(data, header) if r.offset >= fetch_offset]
-    return out, next_offset
+    return out, next_offset, tuple(batches)
