@@ -77,6 +77,8 @@ def describe_validator(fn: Callable[..., Any] | None) -> str:
         return "list of `delete`, `compact` (at least one)"
     if factory == "throttled_replicas_error":
         return "`*` or a list of `partitionId:brokerId`"
+    if factory == "_metrics_listener":
+        return "`http://host:port`"
     if factory == "_any":
         return ""
     raise ValueError(f"gen_config_docs does not know how to describe validator {fn.__qualname__}")
