@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -138,9 +139,12 @@ def client(args: argparse.Namespace, verb: str) -> KafkaClient:
     if timeout_ms is None:
         timeout_ms = _int_property(props, "request.timeout.ms", path or "")
     backoff_ms = _int_property(props, "retry.backoff.ms", path or "")
-    return KafkaClient(args.bootstrap_server, client_id=props.get("client.id") or f"sofakafka-{verb}",
-                       request_timeout_ms=DEFAULT_REQUEST_TIMEOUT_MS if timeout_ms is None else timeout_ms,
-                       retry_backoff_ms=DEFAULT_RETRY_BACKOFF_MS if backoff_ms is None else backoff_ms)
+    try:
+        return KafkaClient(args.bootstrap_server, client_id=props.get("client.id") or f"sofakafka-{verb}",
+                           request_timeout_ms=DEFAULT_REQUEST_TIMEOUT_MS if timeout_ms is None else timeout_ms,
+                           retry_backoff_ms=DEFAULT_RETRY_BACKOFF_MS if backoff_ms is None else backoff_ms)
+    except ValueError as e:  # a bootstrap list that does not parse
+        raise UsageError(f"--bootstrap-server: {e}") from None
 
 
 # -- option syntaxes --------------------------------------------------------------------------------------------
@@ -167,6 +171,31 @@ def comma_list(text: str | None) -> list[str]:
 
 
 # -- output -----------------------------------------------------------------------------------------------------
+
+
+def print_json(value: object) -> None:
+    """A tool's ``--json`` output when it is not one table (a document of its own shape)."""
+    print(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+class Progress:
+    """Progress of a long scan or reset on stderr, at most every ``interval_s``: one line rewritten in place on a
+    terminal, one line per report otherwise (a log keeps them all). stdout stays the result alone."""
+
+    def __init__(self, interval_s: float = 0.5) -> None:
+        self.interval_s = interval_s
+        self._last = float("-inf")
+        self._tty = sys.stderr.isatty()
+
+    def report(self, text: str, *, final: bool = False) -> None:
+        now = time.monotonic()
+        if not final and now - self._last < self.interval_s:
+            return
+        self._last = now
+        if self._tty:
+            print(f"\r{text}", end="\n" if final else "", file=sys.stderr, flush=True)
+        else:
+            print(text, file=sys.stderr, flush=True)
 
 
 def print_table(rows: Sequence[Sequence[str]], *, as_json: bool = False) -> None:

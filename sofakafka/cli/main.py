@@ -22,6 +22,10 @@ from sofakafka.cli import (
     console_consumer,
     console_producer,
     consumer_groups,
+    dump_log,
+    leader_election,
+    log_dirs,
+    query,
     reassign_partitions,
     serve,
     topics,
@@ -46,16 +50,31 @@ TOOLS: tuple[Tool, ...] = (
     console_consumer,
     consumer_groups,
     reassign_partitions,
+    leader_election,
+    log_dirs,
+    dump_log,
+    query,
     console,
     cluster,
 )
 VERBS: dict[str, Tool] = {tool.VERB: tool for tool in TOOLS}
 
 
+class _VerbListFormatter(argparse.HelpFormatter):
+    """argparse measures the verbs two columns less indented than it prints them, so the longest verb
+    (leader-election) would push its summary onto the next line; this counts the real indent."""
+
+    def add_argument(self, action: argparse.Action) -> None:
+        super().add_argument(action)
+        if isinstance(action, argparse._SubParsersAction):
+            self._action_max_length += 2
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sofakafka", description="A Kafka-compatible broker in Python, and Kafka's console tools.",
-        epilog="Each verb takes --help. The console tools speak the Kafka protocol to --bootstrap-server.")
+        epilog="Each verb takes --help. The console tools speak the Kafka protocol to --bootstrap-server.",
+        formatter_class=_VerbListFormatter)
     parser.add_argument("--version", action="version", version=f"sofakafka {__version__}")
     verbs = parser.add_subparsers(dest="verb", title="verbs", metavar="VERB")
     for tool in TOOLS:

@@ -40,6 +40,7 @@ from sofakafka.protocol.messages.delete_records import DeleteRecordsRequest, Del
 from sofakafka.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from sofakafka.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from sofakafka.protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
+from sofakafka.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from sofakafka.protocol.messages.fetch import FetchRequest, FetchResponse
 from sofakafka.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
@@ -654,6 +655,40 @@ class KafkaClient:
                     for t in response.topics for p in t.partitions}
 
         return self._retry(self._deadline(), attempt, "ListPartitionReassignments")
+
+    def elect_leaders(self, partitions: Sequence[tuple[str, int]] | None, *, election_type: int = 0,
+                      timeout_ms: int = 30_000) -> dict[tuple[str, int], ItemResult]:
+        """ElectLeaders at the controller (0: preferred, 1: unclean; v0 knows only preferred); ``partitions``
+        None asks for every partition. Each partition's outcome is returned, ELECTION_NOT_NEEDED included."""
+        by_topic: dict[str, list[int]] = {}
+        for t, p in partitions or ():
+            by_topic.setdefault(t, []).append(p)
+
+        def attempt() -> dict[tuple[str, int], ItemResult]:
+            conn = self.controller()
+            version = self.version(conn, ApiKey.ELECT_LEADERS)
+            if election_type != 0 and version < 1:
+                raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "unclean elections need ElectLeaders v1+")
+            request = ElectLeadersRequest(
+                topic_partitions=None if partitions is None else [
+                    ElectLeadersRequest.TopicPartitions(topic=t, partition_id=ps) for t, ps in by_topic.items()],
+                timeout_ms=timeout_ms)
+            if version >= 1:
+                request.election_type = election_type
+            response = conn.send(request, version, timeout_s=timeout_ms / 1000 + self.request_timeout_s)
+            assert isinstance(response, ElectLeadersResponse)
+            if version >= 1:
+                _unless_not_controller(response.error_code)
+                _raise_top_level(response.error_code, "ElectLeaders failed")
+            out: dict[tuple[str, int], ItemResult] = {}
+            for r in response.replica_election_results:
+                for pr in r.partition_result:
+                    code = _unless_not_controller(pr.error_code, pr.error_message)
+                    out[(r.topic, pr.partition_id)] = ItemResult(f"{r.topic}-{pr.partition_id}", code,
+                                                                 pr.error_message)
+            return out
+
+        return self._retry(self._deadline(), attempt, "ElectLeaders")
 
     # -- configs -------------------------------------------------------------------------------------
 
