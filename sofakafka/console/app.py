@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import json
 import logging
 import queue
@@ -56,6 +57,8 @@ class ConsoleSettings:
     alarm_interval_s: float = 30.0
     client_id: str = "sofakafka-console"
     client_options: Mapping[str, Any] = field(default_factory=dict)
+    metrics_token: str | None = None
+    """A bearer token that lets Prometheus read /metrics without signing in."""
     """Extra KafkaClient keyword arguments (from ``--command-config``: SASL once the client does it)."""
 
 
@@ -222,6 +225,10 @@ class Console:
     async def _login_required(self, request: web.Request,
                               handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
         if request.path in ("/health", "/ready", "/login") or request.path.startswith("/static/"):
+            return await handler(request)
+        token = self.settings.metrics_token
+        if request.path == "/metrics" and token and hmac.compare_digest(
+                request.headers.get("Authorization", ""), f"Bearer {token}"):
             return await handler(request)
         session = self.session(request)
         if session is None:

@@ -42,6 +42,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="how long to wait for a broker before showing it as not answering (default 5000)")
     p.add_argument("--alarm-interval", type=float, default=30.0,
                    help="seconds between background checks of the backlog alarms (default 30)")
+    p.add_argument("--metrics-token", help="a bearer token with which Prometheus reads /metrics without signing in "
+                                           "(Authorization: Bearer TOKEN)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return p
 
@@ -137,7 +139,8 @@ def main(argv: list[str]) -> int:
     state_dir = args.state_dir if args.state_dir is not None else Path.home() / ".sofakafka" / "console"
     try:
         console = Console(ConsoleSettings(args.bootstrap_server, args.host, args.port, args.request_timeout_ms, users,
-                                          state_dir, args.alarm_interval, client_options=options))
+                                          state_dir, args.alarm_interval, client_options=options,
+                                          metrics_token=args.metrics_token))
     except ValueError as exc:
         return fail(str(exc))
     host = f"[{args.host}]" if ":" in args.host else args.host

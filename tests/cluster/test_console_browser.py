@@ -47,6 +47,7 @@ REPO = Path(__file__).resolve().parents[2]
 SHOTS = Path(os.environ.get("SOFAKAFKA_CONSOLE_SCREENSHOTS", REPO / "docs" / "console"))
 USER, PASSWORD = "operator", "correct horse battery staple"
 HOUR_MS = 3_600_000
+METRICS_TOKEN = "scrape-token"
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +74,7 @@ def console(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Itera
     proc = subprocess.Popen(
         [sys.executable, "-m", "sofakafka", "console", "--bootstrap-server", cluster.all_bootstrap,
          "--port", str(port), "--users-file", str(users), "--state-dir", str(home / "state"),
-         "--alarm-interval", "1", "--request-timeout-ms", "4000"],
+         "--alarm-interval", "1", "--request-timeout-ms", "4000", "--metrics-token", METRICS_TOKEN],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -392,6 +393,16 @@ def test_group_lag_chart_alarm_and_reset_by_time(page: Page, cluster: Cluster, t
     page.fill("#threshold-value", str(total))
     page.click("#threshold button[value=set]")
     assert not page.d.find_elements(By.ID, "alarm"), "a lag equal to the threshold raises no alarm"
+    # Prometheus reads the alarm with the console's bearer token; a stranger gets the login page.
+    import urllib.request
+
+    request = urllib.request.Request(page.base + "/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"})
+    with urllib.request.urlopen(request, timeout=10) as r:
+        metrics = r.read().decode()
+    assert f'sofakafka_console_group_lag_alarm{{group="{group}"}} 0.0' in metrics
+    assert f'sofakafka_console_group_lag_threshold{{group="{group}"}} {float(total)}' in metrics
+    with urllib.request.urlopen(page.base + "/metrics", timeout=10) as r:
+        assert "/login" in r.url and "sofakafka_console" not in r.read().decode()
 
 
 def test_trace_names_the_producer_and_the_groups_past_the_record(page: Page, cluster: Cluster, topic: str,
