@@ -23,9 +23,10 @@ import json
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from sofakafka.client import ClientError, KafkaClient
+from sofakafka.client import ClientError, KafkaClient, parse_bootstrap
 from sofakafka.protocol.errors import KafkaError
 
 DEFAULT_REQUEST_TIMEOUT_MS = 30_000
@@ -120,11 +121,30 @@ def _int_property(props: Mapping[str, str], key: str, path: str) -> int | None:
     return value
 
 
-def client(args: argparse.Namespace, verb: str) -> KafkaClient:
-    """The tool's client: ``--bootstrap-server`` (required), then ``--command-config``'s settings, then the
-    command line's own ``--request-timeout-ms`` over the file's."""
+@dataclass(frozen=True)
+class ClientSettings:
+    """What a tool's client is made of: KafkaClient's arguments, read from the options and the properties file."""
+
+    bootstrap_servers: str
+    client_id: str
+    request_timeout_ms: int
+    retry_backoff_ms: int
+
+    def connect(self) -> KafkaClient:
+        return KafkaClient(self.bootstrap_servers, client_id=self.client_id,
+                           request_timeout_ms=self.request_timeout_ms, retry_backoff_ms=self.retry_backoff_ms)
+
+
+def client_settings(args: argparse.Namespace, verb: str, *,
+                    default_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS) -> ClientSettings:
+    """``--bootstrap-server`` (required, checked here), then ``--command-config``'s settings, then the command
+    line's own ``--request-timeout-ms`` over the file's."""
     if not args.bootstrap_server:
         raise UsageError("--bootstrap-server is required")
+    try:
+        parse_bootstrap(args.bootstrap_server)
+    except ValueError as e:
+        raise UsageError(f"--bootstrap-server: {e}") from None
     path = getattr(args, "command_config", None)
     props = read_properties(path) if path else {}
     if path:
@@ -138,13 +158,17 @@ def client(args: argparse.Namespace, verb: str) -> KafkaClient:
     timeout_ms = args.request_timeout_ms
     if timeout_ms is None:
         timeout_ms = _int_property(props, "request.timeout.ms", path or "")
+    elif timeout_ms <= 0:
+        raise UsageError(f"--request-timeout-ms: must be positive, got {timeout_ms}")
     backoff_ms = _int_property(props, "retry.backoff.ms", path or "")
-    try:
-        return KafkaClient(args.bootstrap_server, client_id=props.get("client.id") or f"sofakafka-{verb}",
-                           request_timeout_ms=DEFAULT_REQUEST_TIMEOUT_MS if timeout_ms is None else timeout_ms,
-                           retry_backoff_ms=DEFAULT_RETRY_BACKOFF_MS if backoff_ms is None else backoff_ms)
-    except ValueError as e:  # a bootstrap list that does not parse
-        raise UsageError(f"--bootstrap-server: {e}") from None
+    return ClientSettings(args.bootstrap_server, props.get("client.id") or f"sofakafka-{verb}",
+                          default_timeout_ms if timeout_ms is None else timeout_ms,
+                          DEFAULT_RETRY_BACKOFF_MS if backoff_ms is None else backoff_ms)
+
+
+def client(args: argparse.Namespace, verb: str) -> KafkaClient:
+    """The tool's client (see :func:`client_settings`)."""
+    return client_settings(args, verb).connect()
 
 
 # -- option syntaxes --------------------------------------------------------------------------------------------

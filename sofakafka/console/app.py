@@ -57,9 +57,9 @@ class ConsoleSettings:
     alarm_interval_s: float = 30.0
     client_id: str = "sofakafka-console"
     client_options: Mapping[str, Any] = field(default_factory=dict)
+    """Extra KafkaClient keyword arguments (from ``--command-config``: SASL once the client does it)."""
     metrics_token: str | None = None
     """A bearer token that lets Prometheus read /metrics without signing in."""
-    """Extra KafkaClient keyword arguments (from ``--command-config``: SASL once the client does it)."""
 
 
 class ClientPool:
