@@ -29,6 +29,7 @@ import collections
 import logging
 import socket
 import struct
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -36,7 +37,8 @@ from typing import Protocol
 from sofakafka.broker.context import BrokerContext
 from sofakafka.broker.handlers import HandlerSpec, RawResponse, RequestContext, lookup
 from sofakafka.broker.handlers.api_versions import unsupported_version_response
-from sofakafka.protocol.api import decode_request_body, response_type
+from sofakafka.broker.metrics import FETCH_CONSUMER, FETCH_FOLLOWER
+from sofakafka.protocol.api import ApiKey, decode_request_body, response_type
 from sofakafka.protocol.errors import ErrorCode, KafkaError, ProtocolError, UnsupportedVersionError
 from sofakafka.protocol.headers import (
     API_VERSIONS_KEY,
@@ -53,6 +55,7 @@ _SIZE = struct.Struct(">i")
 _SCRATCH_BYTES = 256 * 1024
 _LARGE_FRAME = 64 * 1024  # below this a partial frame waits in the scratch buffer, which always has room for it
 _EMPTY_VIEW = memoryview(b"")
+_FETCH_KEY = int(ApiKey.FETCH)
 
 
 class ConnectionOwner(Protocol):
@@ -106,6 +109,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._idle_timer: asyncio.TimerHandle | None = None
         self._connection_state: dict[str, object] = {}
         self.requests_handled = 0
+        self._metrics = server.broker.metrics
 
     # -- transport callbacks -------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -215,6 +219,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # -- requests --------------------------------------------------------------------------------------------
     def _dispatch(self, frame: bytearray) -> None:
+        started = time.perf_counter()
         try:
             header, body_offset = decode_request_header(frame)
         except UnsupportedVersionError as exc:
@@ -245,6 +250,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         slot = _Slot(header.correlation_id)
         self._pending.append(slot)
         self.requests_handled += 1
+        fetch_kind = None
+        if key == _FETCH_KEY:
+            fetch_kind = FETCH_FOLLOWER if getattr(body, "replica_id", -1) >= 0 else FETCH_CONSUMER
         ctx = RequestContext(
             header=header,
             broker=self.server.broker,
@@ -255,12 +263,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
             connection_state=self._connection_state,
             close_connection=self.close_for,
         )
-        task = asyncio.get_running_loop().create_task(self._run(spec, ctx, body, slot))
+        task = asyncio.get_running_loop().create_task(self._run(spec, ctx, body, slot, started, fetch_kind))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         self._update_reading()
 
-    async def _run(self, spec: HandlerSpec, ctx: RequestContext, body: Request, slot: _Slot) -> None:
+    async def _run(self, spec: HandlerSpec, ctx: RequestContext, body: Request, slot: _Slot, started: float,
+                   fetch_kind: str | None) -> None:
+        """Handle one request into its slot; its total time (frame received to answer ready, Kafka's
+        TotalTimeMs less the wait behind earlier answers) counts in the broker's request metrics."""
+        try:
+            await self._handle(spec, ctx, body, slot)
+        finally:
+            self._metrics.record_request(ctx.api_key, ctx.api_version, (time.perf_counter() - started) * 1000.0,
+                                         fetch_kind)
+
+    async def _handle(self, spec: HandlerSpec, ctx: RequestContext, body: Request, slot: _Slot) -> None:
         header = ctx.header
         result: Response | RawResponse | None
         try:
@@ -268,6 +286,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except KafkaError as exc:
             log.info("%s v%d from %s failed with %s: %s", _api_name(ctx.api_key), ctx.api_version, self.peer,
                      exc.code.name, exc.message)
+            self._metrics.record_error(ctx.api_key, exc.code.name)
             result = _error_response(spec, body, ctx.api_version, exc.code)
             if result is None:
                 self._finish(slot, None)
@@ -278,6 +297,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except Exception:
             log.exception("unexpected error handling %s v%d from %s", _api_name(ctx.api_key), ctx.api_version,
                           self.peer)
+            self._metrics.record_error(ctx.api_key, ErrorCode.UNKNOWN_SERVER_ERROR.name)
             result = _error_response(spec, body, ctx.api_version, ErrorCode.UNKNOWN_SERVER_ERROR)
             if result is None:
                 self._finish(slot, None)

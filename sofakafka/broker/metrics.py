@@ -31,12 +31,21 @@ QUANTILES = (("0.50", 0.50), ("0.75", 0.75), ("0.95", 0.95), ("0.98", 0.98), ("0
 LATENCY_RESERVOIR = 1028  # Kafka's (Yammer) exponentially-decaying reservoir keeps 1028 samples
 
 
+FETCH_CONSUMER = "FetchConsumer"
+FETCH_FOLLOWER = "FetchFollower"
+_REQUEST_NAMES: dict[int, str] = {}
+
+
 def request_name(api_key: int) -> str:
-    """Kafka's ``request`` label: the API's name as Kafka spells it (``Produce``, ``FetchConsumer``, ...)."""
-    try:
-        return "".join(part.capitalize() for part in ApiKey(api_key).name.split("_"))
-    except ValueError:
-        return f"Unknown{api_key}"
+    """Kafka's ``request`` label: the API's name as Kafka spells it (``Produce``, ``ListOffsets``, ...)."""
+    name = _REQUEST_NAMES.get(api_key)
+    if name is None:
+        try:
+            name = "".join(part.capitalize() for part in ApiKey(api_key).name.split("_"))
+        except ValueError:
+            name = f"Unknown{api_key}"
+        _REQUEST_NAMES[api_key] = name
+    return name
 
 
 @dataclass
@@ -68,12 +77,20 @@ class BrokerMetrics:
         self.isr_expands = 0
         self.connections_created = 0
         self.connections_closed = 0
+        self.audit_entries_written = 0
+        self.audit_entries_dropped = 0
         self.idle = IdleMeter()
 
     # -- per request / per batch set (hot path: keep these to dict increments) ---------------------------
 
-    def record_request(self, api_key: int, api_version: int, total_ms: float) -> None:
-        name = request_name(api_key)
+    def record_request(self, api_key: int, api_version: int, total_ms: float, fetch_kind: str | None = None) -> None:
+        """One answered request. A Fetch also counts as ``FetchConsumer`` or ``FetchFollower`` (``fetch_kind``),
+        as Kafka's RequestMetrics count it under both names."""
+        self._record(request_name(api_key), api_version, total_ms)
+        if fetch_kind is not None:
+            self._record(fetch_kind, api_version, total_ms)
+
+    def _record(self, name: str, api_version: int, total_ms: float) -> None:
         self.requests[(name, api_version)] += 1
         lat = self.latency.get(name)
         if lat is None:
@@ -91,21 +108,25 @@ class BrokerMetrics:
         self.messages_in[topic] += messages
         self.produce_requests[topic] += 1
 
-    def record_failed_produce(self, topic: str) -> None:
+    def record_failed_produce(self, topic: str, error_name: str) -> None:
         self.produce_requests[topic] += 1
         self.failed_produce_requests[topic] += 1
+        self.errors[("Produce", error_name)] += 1
 
     def record_fetch(self, topic: str, size: int, *, replica: bool = False) -> None:
-        """Bytes a fetch response carried for one partition (consumers and followers alike count in
-        BytesOut, as in Kafka; followers' also in ReplicationBytesOut)."""
-        self.bytes_out[topic] += size
+        """Bytes a fetch response carried for one partition: a consumer's count in BytesOut, a follower's in
+        ReplicationBytesOut instead (as Kafka's BrokerTopicStats.updateBytesOut splits them); both count a
+        fetch request of the topic."""
         self.fetch_requests[topic] += 1
         if replica:
             self.replication_bytes_out += size
+        else:
+            self.bytes_out[topic] += size
 
-    def record_failed_fetch(self, topic: str) -> None:
+    def record_failed_fetch(self, topic: str, error_name: str) -> None:
         self.fetch_requests[topic] += 1
         self.failed_fetch_requests[topic] += 1
+        self.errors[("Fetch", error_name)] += 1
 
 
 class IdleMeter:
@@ -209,13 +230,17 @@ class BrokerCollector(Collector):
                        [({}, m.connections_created)])
         yield _counter("kafka_server_socketservermetrics_connection_close", "Connections closed",
                        [({}, m.connections_closed)])
+        yield _counter("sofakafka_produce_audit_entries_written", "Produce audit entries written to "
+                       "__sofakafka_produce_audit (sofakafka.produce.audit.enable)", [({}, m.audit_entries_written)])
+        yield _counter("sofakafka_produce_audit_entries_dropped", "Produce audit entries given up (the audit topic "
+                       "could not be written for too long)", [({}, m.audit_entries_dropped)])
         yield from self._state(self.gauges())
 
     def _topic_counters(self) -> Iterable[Metric]:
         m = self.metrics
         for name, doc, per_topic in (
             ("bytesin", "Bytes appended by producers", m.bytes_in),
-            ("bytesout", "Bytes sent in fetch responses", m.bytes_out),
+            ("bytesout", "Bytes sent to consumers in fetch responses", m.bytes_out),
             ("messagesin", "Records appended by producers", m.messages_in),
             ("totalproducerequests", "Produce requests, per topic partition", m.produce_requests),
             ("failedproducerequests", "Failed produce requests, per topic partition", m.failed_produce_requests),

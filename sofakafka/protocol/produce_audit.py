@@ -19,6 +19,8 @@ import zlib
 from dataclasses import asdict, dataclass
 
 AUDIT_TOPIC = "__sofakafka_produce_audit"
+AUDIT_WRITER_CLIENT_ID = "__sofakafka_produce_audit_writer"
+"""The client id of the brokers' audit writer: the only producer the brokers let write the audit topic."""
 AUDIT_TOPIC_PARTITIONS = 8
 AUDIT_FORMAT_VERSION = 1
 

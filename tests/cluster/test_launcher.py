@@ -38,15 +38,14 @@ def _free(port: int) -> bool:
 
 
 def free_port_block() -> tuple[int, int]:
-    """A base port whose EXTERNAL and INTERNAL blocks are free, and a free ZooKeeper port."""
+    """A base port whose EXTERNAL, INTERNAL and metrics blocks are free, and a free ZooKeeper port."""
     rng = random.Random()
     for _ in range(200):
         # Below Linux's ephemeral range (32768+), where client sockets could take a port between the check
         # and the bind.
-        base = rng.randrange(20000, 32768 - 200 - BROKERS)
-        ports = [base + i for i in range(BROKERS)] + [base + cl.INTERNAL_PORT_OFFSET + i for i in range(BROKERS)]
+        base = rng.randrange(20000, 32768 - cl.METRICS_PORT_OFFSET - BROKERS)
         zk = base + 200
-        if all(_free(p) for p in [*ports, zk]):
+        if all(_free(p) for p in [*cl.broker_ports(base, BROKERS), zk]):
             return base, zk
     raise AssertionError("no free port block")
 
@@ -249,8 +248,7 @@ def test_down_stops_every_process(cluster: Cluster) -> None:
     assert not any(Path(f"/proc/{r.pid}").exists() and r.alive() for r in records)
     assert not (cluster.directory / "cluster.json").exists()
     # Every port is free again.
-    ports = [cluster.zk_port] + [cluster.base_port + i for i in range(BROKERS)] \
-        + [cluster.base_port + cl.INTERNAL_PORT_OFFSET + i for i in range(BROKERS)]
+    ports = [cluster.zk_port, *cl.broker_ports(cluster.base_port, BROKERS)]
     assert all(_free(p) for p in ports)
     status = sofakafka("cluster", "status", "--dir", str(cluster.directory))
     assert status.returncode == 1 and "no cluster" in status.stderr

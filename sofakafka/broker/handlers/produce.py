@@ -7,7 +7,9 @@ message sets converted to one v2 batch for storage, offsets assigned in place. a
 leader's append, acks=-1 after the high watermark passes the appended offsets (through the produce
 purgatory), acks=0 sends no response at all, as Kafka does, and closes the connection when a partition failed (the only
 signal such a client gets); any other acks value is INVALID_REQUIRED_ACKS. Clients may
-not write to the internal topics (INVALID_TOPIC_EXCEPTION), except Kafka's ``__admin_client``.
+not write to the internal topics (INVALID_TOPIC_EXCEPTION), except Kafka's ``__admin_client``; the produce audit's
+topic only the brokers' audit writer writes. With ``sofakafka.produce.audit.enable`` the partitions appended are
+handed to the audit writer (sofakafka/broker/audit_writer.py) right after the append.
 
 Version notes: v2+ carries ``log_append_time_ms`` (-1 unless the topic uses LogAppendTime), v3+ the
 transactional id and exactly one v2 batch per partition, v5+ ``log_start_offset``, v8 per-record errors
@@ -16,11 +18,14 @@ transactional id and exactly one v2 batch per partition, v5+ ``log_start_offset`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sofakafka.broker.handlers import RequestContext, handles
-from sofakafka.broker.replica_manager import ProducePartitionResult, TopicPartition
+from sofakafka.broker.replica_manager import AppendedCallback, ProducePartitionResult, TopicPartition
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.messages.produce import ProduceRequest, ProduceResponse
+from sofakafka.protocol.produce_audit import AUDIT_TOPIC, AUDIT_WRITER_CLIENT_ID
 from sofakafka.protocol.records import Buffer
 
 TopicResponse = ProduceResponse.TopicProduceResponse
@@ -47,19 +52,32 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
     entries: list[tuple[TopicPartition, Buffer | None]] = []
     refused: dict[TopicPartition, ProducePartitionResult] = {}
     internal_allowed = ctx.client_id == ADMIN_CLIENT_ID
+    audit_writer = ctx.client_id == AUDIT_WRITER_CLIENT_ID
     for topic in request.topics:
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
-            if topic.name in INTERNAL_TOPICS and not internal_allowed:
+            if (topic.name in INTERNAL_TOPICS and not internal_allowed) or (
+                    topic.name == AUDIT_TOPIC and not (audit_writer or internal_allowed)):
                 refused[tp] = ProducePartitionResult(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                                      error_message=f"Cannot append to internal topic {topic.name}")
             else:
                 entries.append((tp, p.records))
+    audit = ctx.broker.produce_audit
+    on_appended: AppendedCallback | None = None
+    if audit is not None:
+        transactional_id = request.transactional_id if version >= 3 else None
+
+        def on_appended(appended: Sequence[tuple[TopicPartition, Buffer | None]],
+                        results: dict[TopicPartition, ProducePartitionResult]) -> None:
+            audit.record(client_id=ctx.client_id, client_host=ctx.client_host, api_version=version,
+                         transactional_id=transactional_id, entries=appended, results=results)
+
     results = await ctx.broker.replica_manager.append_records(
         acks=request.acks,
         timeout_ms=request.timeout_ms,
         entries=entries,
         produce_version=version,
+        on_appended=on_appended,
     ) if entries else {}
     results.update(refused)
     if request.acks == 0:

@@ -12,6 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from sofakafka.broker.config import ConfigError, KafkaConfig, parse_metrics_listener
 from sofakafka.broker.metrics import (
+    FETCH_CONSUMER,
+    FETCH_FOLLOWER,
     BrokerGauges,
     BrokerMetrics,
     GroupLag,
@@ -112,3 +114,20 @@ def test_endpoint_serves_metrics_health_and_readiness() -> None:
             await server.stop()
 
     asyncio.run(run())
+
+
+def test_fetches_count_under_fetch_and_their_kind_and_audit_counters_are_served() -> None:
+    m = BrokerMetrics()
+    m.record_request(ApiKey.FETCH, 11, 500.0, FETCH_CONSUMER)
+    m.record_request(ApiKey.FETCH, 11, 2.0, FETCH_FOLLOWER)
+    m.record_failed_fetch("orders", "NOT_LEADER_OR_FOLLOWER")
+    m.audit_entries_written, m.audit_entries_dropped = 7, 2
+    s = _samples(generate_latest(make_registry(m, BrokerGauges)).decode())
+    assert s[("kafka_network_requestmetrics_requests_total", (("request", "Fetch"), ("version", "11")))] == 2
+    assert s[("kafka_network_requestmetrics_requests_total", (("request", "FetchConsumer"), ("version", "11")))] == 1
+    assert s[("kafka_network_requestmetrics_totaltimems", (("quantile", "0.50"), ("request", "FetchFollower")))] == 2
+    assert s[("kafka_network_requestmetrics_errors_total", (("error", "NOT_LEADER_OR_FOLLOWER"),
+                                                            ("request", "Fetch")))] == 1
+    assert s[("kafka_server_brokertopicmetrics_failedfetchrequests_total", (("topic", "orders"),))] == 1
+    assert s[("sofakafka_produce_audit_entries_written_total", ())] == 7
+    assert s[("sofakafka_produce_audit_entries_dropped_total", ())] == 2
