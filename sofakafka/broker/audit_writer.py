@@ -3,9 +3,11 @@ internal topic ``__sofakafka_produce_audit`` for the console's message trace (th
 goes are sofakafka/protocol/produce_audit.py's).
 
 Cost on the produce path: the leader's append calls :meth:`ProduceAuditWriter.record` on the event loop with the
-partitions it appended; per partition that is one small entry object added to a list (the batch's producer id
-read from its fixed header, nothing per record, no encoding, no I/O). A task flushes the list every
-``FLUSH_INTERVAL_S`` on a thread of its own: it creates the topic once (``cleanup.policy=compact,delete``,
+partitions it appended; per partition that reads the batch's producer id and epoch from its header and either
+extends the entry still open for that partition (the batch continues its offsets, from the same client
+connection and producer: a producer streaming into a partition makes one entry per flush, not one per batch) or
+opens a new one; nothing per record, no encoding, no I/O. A task flushes the entries every ``FLUSH_INTERVAL_S``
+on a thread of its own: it creates the topic once (``cleanup.policy=compact,delete``,
 ``retention.ms`` from ``sofakafka.produce.audit.retention.ms``, ``offsets.topic.replication.factor`` replicas, as
 Kafka sizes its own internal topics) and sends each audit partition's entries as one Produce through a client
 of the cluster, since the audit partition of a data partition is usually led by another broker.
@@ -25,6 +27,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 from sofakafka.broker.config import KafkaConfig
 from sofakafka.broker.metrics import BrokerMetrics
@@ -32,7 +35,7 @@ from sofakafka.broker.replica_manager import ProducePartitionResult, TopicPartit
 from sofakafka.client import ClientError, KafkaClient
 from sofakafka.controller.metadata import ClusterMetadata
 from sofakafka.controller.topics import NewTopic, TopicAdmin
-from sofakafka.protocol.errors import CorruptRecordError, ErrorCode, KafkaError
+from sofakafka.protocol.errors import ErrorCode, KafkaError
 from sofakafka.protocol.produce_audit import (
     AUDIT_TOPIC,
     AUDIT_TOPIC_PARTITIONS,
@@ -42,7 +45,7 @@ from sofakafka.protocol.produce_audit import (
     audit_partition,
     encode_entry,
 )
-from sofakafka.protocol.records import Buffer, Record, peek_batch_header
+from sofakafka.protocol.records import Buffer, Record, batch_producer
 from sofakafka.storage.segment import wall_clock_ms
 
 log = logging.getLogger(__name__)
@@ -51,6 +54,32 @@ FLUSH_INTERVAL_S = 0.2
 MAX_PENDING = 100_000
 CLIENT_TIMEOUT_MS = 10_000
 WARN_EVERY_S = 30.0
+
+
+@dataclass(slots=True)
+class AuditRun:
+    """Consecutive batches of one partition appended for one client connection and producer: one entry."""
+
+    topic: str
+    partition: int
+    base_offset: int
+    last_offset: int
+    record_count: int
+    append_time_ms: int
+    """The first batch's."""
+    client_id: str | None
+    client_host: str
+    producer_id: int
+    producer_epoch: int
+    api_version: int
+    transactional_id: str | None
+
+    def entry(self) -> ProduceAuditEntry:
+        return ProduceAuditEntry(
+            topic=self.topic, partition=self.partition, base_offset=self.base_offset, last_offset=self.last_offset,
+            record_count=self.record_count, append_time_ms=self.append_time_ms, client_id=self.client_id,
+            client_host=self.client_host, producer_id=self.producer_id, producer_epoch=self.producer_epoch,
+            api_version=self.api_version, transactional_id=self.transactional_id)
 
 
 class ProduceAuditWriter:
@@ -66,7 +95,9 @@ class ProduceAuditWriter:
         self._topic_admin = topic_admin
         self._metrics = metrics
         self._bootstrap = bootstrap
-        self._pending: list[ProduceAuditEntry] = []
+        self._pending: list[AuditRun] = []
+        # The last run of each partition among the pending ones: the one a following batch may extend.
+        self._open: dict[TopicPartition, AuditRun] = {}
         self._task: asyncio.Task[None] | None = None
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="produce-audit")
         self._client: KafkaClient | None = None  # made and used on the writer thread only
@@ -84,27 +115,28 @@ class ProduceAuditWriter:
         """The partitions one Produce appended (called by the replica manager right after the append, before any
         acks=-1 wait, so a batch whose replication times out is still on record)."""
         now = -1
-        for (topic, partition), records in entries:
-            r = results[(topic, partition)]
-            if r.error_code != ErrorCode.NONE or records is None or topic.startswith("__"):
+        for tp, records in entries:
+            r = results[tp]
+            if r.error_code != ErrorCode.NONE or records is None or tp[0].startswith("__"):
                 continue
-            producer_id, producer_epoch = -1, -1
-            try:
-                header = peek_batch_header(records)
-            except CorruptRecordError:
-                header = None
-            if header is not None:
-                producer_id, producer_epoch = header.producer_id, header.producer_epoch
+            producer_id, producer_epoch = batch_producer(records)
+            run = self._open.get(tp)
+            if (run is not None and run.last_offset + 1 == r.base_offset and run.producer_id == producer_id
+                    and run.producer_epoch == producer_epoch and run.client_id == client_id
+                    and run.client_host == client_host and run.api_version == api_version
+                    and run.transactional_id == transactional_id):
+                run.record_count += r.last_offset - run.last_offset
+                run.last_offset = r.last_offset
+                continue
             append_time = r.log_append_time
             if append_time < 0:
                 if now < 0:
                     now = wall_clock_ms()
                 append_time = now
-            self._pending.append(ProduceAuditEntry(
-                topic=topic, partition=partition, base_offset=r.base_offset, last_offset=r.last_offset,
-                record_count=r.last_offset - r.base_offset + 1, append_time_ms=append_time, client_id=client_id,
-                client_host=client_host, producer_id=producer_id, producer_epoch=producer_epoch,
-                api_version=api_version, transactional_id=transactional_id))
+            run = AuditRun(tp[0], tp[1], r.base_offset, r.last_offset, r.last_offset - r.base_offset + 1, append_time,
+                           client_id, client_host, producer_id, producer_epoch, api_version, transactional_id)
+            self._pending.append(run)
+            self._open[tp] = run
 
     # -- flushing -------------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -133,7 +165,7 @@ class ProduceAuditWriter:
                 await self.flush()
 
     async def flush(self) -> None:
-        batch, self._pending = self._pending, []
+        batch, self._pending, self._open = self._pending, [], {}
         try:
             unsent = await asyncio.get_running_loop().run_in_executor(self._executor, self._send, batch)
         except asyncio.CancelledError:
@@ -154,7 +186,7 @@ class ProduceAuditWriter:
             self._pending = pending
 
     # -- the writer thread ----------------------------------------------------------------------------------------
-    def _send(self, batch: list[ProduceAuditEntry]) -> list[ProduceAuditEntry]:
+    def _send(self, batch: list[AuditRun]) -> list[AuditRun]:
         """Send ``batch``; returns what could not be sent."""
         if not self._topic_ready and not self._create_topic():
             return batch
@@ -171,12 +203,12 @@ class ProduceAuditWriter:
             self._warn(f"produce audit: {AUDIT_TOPIC} is not available yet")
             return batch
         count = len(info.partitions)
-        by_partition: dict[int, list[ProduceAuditEntry]] = {}
-        for e in batch:
-            by_partition.setdefault(audit_partition(e.topic, e.partition, count), []).append(e)
-        unsent: list[ProduceAuditEntry] = []
+        by_partition: dict[int, list[AuditRun]] = {}
+        for run in batch:
+            by_partition.setdefault(audit_partition(run.topic, run.partition, count), []).append(run)
+        unsent: list[AuditRun] = []
         for ap, entries in by_partition.items():
-            records = [Record(0, e.append_time_ms, audit_key(e.topic, e.partition, e.base_offset), encode_entry(e))
+            records = [Record(0, e.append_time_ms, audit_key(e.topic, e.partition, e.base_offset), encode_entry(e.entry()))
                        for e in entries]
             try:
                 client.produce(AUDIT_TOPIC, ap, records, acks=1, timeout_ms=CLIENT_TIMEOUT_MS)

@@ -57,6 +57,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     state = cl.up(cl.ClusterSpec(3, directory, base, zk, racks=("rack-a", "rack-b", "rack-c"), overrides={
         "zookeeper.session.timeout.ms": "6000", "replica.lag.time.max.ms": "6000",
         "auto.leader.rebalance.enable": "false", "offsets.topic.num.partitions": "3",
+        # The brokers keep the produce audit, from which the trace names the producing client.
+        "sofakafka.produce.audit.enable": "true",
     }, zk_tick_ms=ZK_TICK_MS))
     try:
         yield Cluster(state)
@@ -413,8 +415,15 @@ def test_trace_names_the_producer_and_the_groups_past_the_record(page: Page, clu
     consumer.assign([CKTopicPartition(topic, 1, 0)])
     consumer.commit(offsets=[CKTopicPartition(topic, 1, 10)], asynchronous=False)
     consumer.close()
-    page.open(f"/trace?topic={topic}&partition=1&offset=5")
+    def audited() -> bool:
+        page.open(f"/trace?topic={topic}&partition=1&offset=5")
+        return bool(page.d.find_elements(By.ID, "producer-client-id"))
+
+    # The brokers write the audit in the background, a moment after the append.
+    wait_for("the trace to find the record's produce audit entry", audited, WAIT_S)
     assert page.text("#records tbody td.offset") == "5"
+    assert page.text("#producer-client-id") == "checkout-service"
+    assert page.text("#audit-note") == "from the produce audit"
     assert "/" in page.text("#producer-id"), "librdkafka's idempotent producer has a producer id"
     positions = {r[0]: r for r in page.rows("#consumers")}
     assert positions[group][3] == "yes"

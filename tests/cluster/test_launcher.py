@@ -9,6 +9,7 @@ import random
 import socket
 import subprocess
 import sys
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -114,6 +115,12 @@ def test_up_reports_every_process_and_bootstrap(cluster: Cluster) -> None:
         assert f"broker.id={broker_id}\n" in props
         assert f"zookeeper.connect=127.0.0.1:{cluster.zk_port}\n" in props
         assert f"log.dirs={cluster.directory.resolve() / f'broker-{broker_id}' / 'data'}\n" in props
+        # Every broker serves its metrics on BASE+300+N-1, named in status and answering /ready.
+        metrics = f"http://127.0.0.1:{cluster.base_port + cl.METRICS_PORT_OFFSET + broker_id - 1}"
+        assert f"metrics.listener={metrics}\n" in props
+        assert f"metrics {metrics}/metrics," in lines[broker_id]
+        with urllib.request.urlopen(metrics + "/ready", timeout=10) as ready:
+            assert ready.status == 200
 
 
 def test_a_second_up_on_a_running_cluster_is_refused(cluster: Cluster) -> None:

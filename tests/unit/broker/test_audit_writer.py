@@ -1,6 +1,7 @@
 """The produce audit writer's loop-side part, without a cluster: which appended partitions become entries and
-what each says (the batch's producer id from its header, the append time, the client), and that a writer
-whose topic cannot be written keeps at most MAX_PENDING entries, dropping the oldest and counting them.
+what each says (the batch's producer id from its header, the append time, the client), that a batch continuing
+a partition's open entry from the same client and producer extends it (and any other one does not), and that
+a writer whose topic cannot be written keeps at most MAX_PENDING entries, dropping the oldest and counting them.
 Writing the entries to a real cluster and reading them back in the console's trace is
 tests/integration/test_broker_metrics.py's."""
 
@@ -12,14 +13,13 @@ from pathlib import Path
 import pytest
 
 from sofakafka.broker import audit_writer
-from sofakafka.broker.audit_writer import ProduceAuditWriter
+from sofakafka.broker.audit_writer import AuditRun, ProduceAuditWriter
 from sofakafka.broker.config import KafkaConfig
 from sofakafka.broker.metrics import BrokerMetrics
 from sofakafka.broker.replica_manager import ProducePartitionResult
 from sofakafka.controller.metadata import ClusterMetadata
 from sofakafka.controller.topics import TopicAdmin
 from sofakafka.protocol.errors import ErrorCode
-from sofakafka.protocol.produce_audit import ProduceAuditEntry
 from sofakafka.protocol.records import Record, RecordBatchBuilder, build_message_set
 
 
@@ -75,8 +75,8 @@ def test_an_unwritable_audit_keeps_at_most_max_pending_entries_dropping_the_olde
     monkeypatch.setattr(audit_writer, "MAX_PENDING", 3)
     monkeypatch.setattr(writer, "_send", lambda batch: batch)  # the audit topic's leader is down: nothing goes
 
-    def entry(offset: int) -> ProduceAuditEntry:
-        return ProduceAuditEntry("t", 0, offset, offset, 1, 0, None, None, -1, -1, 8)
+    def entry(offset: int) -> AuditRun:
+        return AuditRun("t", 0, offset, offset, 1, 0, None, "127.0.0.1", -1, -1, 8, None)
 
     async def scenario() -> None:
         writer._pending = [entry(0), entry(1)]
@@ -95,3 +95,21 @@ def test_an_unwritable_audit_keeps_at_most_max_pending_entries_dropping_the_olde
         writer._executor.shutdown()
 
     asyncio.run(scenario())
+
+
+def test_a_batch_continuing_a_partitions_entry_from_the_same_producer_extends_it(tmp_path: Path) -> None:
+    writer, _ = _writer(tmp_path)
+    tp = ("orders", 0)
+
+    def append(base: int, last: int, producer_id: int = 7, client_id: str = "billing") -> None:
+        writer.record(client_id=client_id, client_host="10.0.0.7", api_version=8, transactional_id=None,
+                      entries=[(tp, _v2(producer_id, 0, last - base + 1))],
+                      results={tp: ProducePartitionResult(ErrorCode.NONE, base_offset=base, last_offset=last)})
+
+    append(0, 1)
+    append(2, 4)  # continues offset 1: the same entry, now 0-4
+    append(6, 6)  # a gap (offset 5 was another connection's batch): a new entry
+    append(7, 7, producer_id=8)  # the next offset, another producer: a new entry
+    append(8, 9, producer_id=8, client_id="other")  # the same producer id from another client id: a new entry
+    spans = [(r.base_offset, r.last_offset, r.record_count, r.producer_id, r.client_id) for r in writer._pending]
+    assert spans == [(0, 4, 5, 7, "billing"), (6, 6, 1, 7, "billing"), (7, 7, 1, 8, "billing"), (8, 9, 2, 8, "other")]
