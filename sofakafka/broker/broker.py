@@ -22,6 +22,11 @@ ISR it had, so acks=all never completes over a shrunk ISR that ZooKeeper does no
 Periodic work (retention, ``flush.ms``, recovery-point / log-start / high-watermark checkpoints, the log
 cleaner) runs on a background thread pool, scheduled from the loop; none of it blocks the loop.
 
+Operating it: the parts count into one ``BrokerMetrics`` (``metrics``); with ``metrics.listener`` set,
+``/metrics``, ``/health`` and ``/ready`` are served from the first step of start-up on this loop, the gauges
+read from the broker's state only when scraped (``_gauges``); with ``sofakafka.produce.audit.enable`` a
+``ProduceAuditWriter`` (``produce_audit``) records who produced each batch (docs/metrics.md, docs/console.md).
+
 Shutdown (SIGTERM/SIGINT in ``sofakafka serve``): stop accepting, answer the delayed operations now, let the
 requests in flight finish, close connections, stop the periodic work and the controller, then the log manager
 flushes every log and writes its checkpoints and the clean-shutdown marker, so the next start skips recovery.
@@ -37,7 +42,7 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from sofakafka.broker.audit_writer import ProduceAuditWriter
 from sofakafka.broker.bound_listener import BoundListener
@@ -53,8 +58,7 @@ from sofakafka.broker.handlers.stop_replica import (
     partition_errors,
     stop_replica_request,
 )
-from sofakafka.broker.metrics import BrokerGauges, BrokerMetrics, GroupLag, PartitionGauge, make_registry
-from sofakafka.broker.metrics_http import MetricsServer
+from sofakafka.broker.metrics import BrokerGauges, BrokerMetrics, GroupLag, PartitionGauge
 from sofakafka.broker.offsets_topic import GroupCoordinatorRuntime
 from sofakafka.broker.producer_id_manager import ProducerIdManager
 from sofakafka.broker.replica_manager import ReplicaManager
@@ -77,6 +81,9 @@ from sofakafka.storage.cleaner import LogCleaner
 from sofakafka.storage.config import LogConfig
 from sofakafka.storage.errors import InvalidLogConfigError
 from sofakafka.storage.log_manager import LogManager
+
+if TYPE_CHECKING:
+    from sofakafka.broker.metrics_http import MetricsServer
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +134,7 @@ class Broker:
         self._shutdown_begun = False
         self.started = False
         self._metrics = BrokerMetrics()
-        self._metrics_server: MetricsServer | None = None
+        self._metrics_server: MetricsServer | None = None  # sofakafka/broker/metrics_http.py, when on
         self._audit: ProduceAuditWriter | None = None
 
     # -- the parts handlers use (sofakafka/broker/context.py) ---------------------------------------------------
@@ -331,6 +338,10 @@ class Broker:
         value = self.config.values.get("metrics.listener")
         if not isinstance(value, str) or not value:
             return
+        # Here, not at the top: a broker without metrics.listener never loads aiohttp or prometheus_client.
+        from sofakafka.broker.metrics_export import make_registry
+        from sofakafka.broker.metrics_http import MetricsServer
+
         host, port = parse_metrics_listener(value)
         server = MetricsServer(host, port, make_registry(self._metrics, self._gauges), self._readiness)
         try:

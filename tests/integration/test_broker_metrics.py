@@ -100,7 +100,7 @@ def test_the_named_series_hold_what_was_produced_and_consumed(metered: tuple[Bro
     assert s[("kafka_server_brokertopicmetrics_messagesin_total", t)] == RECORDS
     # Every byte a producer sent was appended as it came: the topic's bytes in is its log's size.
     assert s[("kafka_server_brokertopicmetrics_bytesin_total", t)] == s[("kafka_log_log_size", tp)] > RECORDS * 200
-    assert s[("kafka_log_log_endoffset", tp)] == RECORDS and s[("kafka_log_log_logstartoffset", tp)] == 0
+    assert s[("kafka_log_log_logendoffset", tp)] == RECORDS and s[("kafka_log_log_logstartoffset", tp)] == 0
     assert s[("kafka_server_brokertopicmetrics_bytesin_total", ())] >= s[("kafka_log_log_size", tp)]
     assert s[("kafka_network_requestmetrics_requests_total", (("request", "Produce"), ("version", "8")))] >= 1
     assert s[("kafka_network_requestmetrics_totaltimems_count", (("request", "Produce"),))] >= 1

@@ -18,9 +18,9 @@ from sofakafka.broker.metrics import (
     BrokerMetrics,
     GroupLag,
     PartitionGauge,
-    make_registry,
     request_name,
 )
+from sofakafka.broker.metrics_export import make_registry
 from sofakafka.broker.metrics_http import MetricsServer
 from sofakafka.protocol.api import ApiKey
 
