@@ -273,48 +273,45 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """Handle one request into its slot; its total time (frame received to answer ready, Kafka's
         TotalTimeMs less the wait behind earlier answers) counts in the broker's request metrics."""
         try:
-            await self._handle(spec, ctx, body, slot)
+            header = ctx.header
+            result: Response | RawResponse | None
+            try:
+                result = await spec.handler(ctx, body)
+            except KafkaError as exc:
+                log.info("%s v%d from %s failed with %s: %s", _api_name(ctx.api_key), ctx.api_version, self.peer,
+                         exc.code.name, exc.message)
+                self._metrics.record_error(ctx.api_key, exc.code.name)
+                result = _error_response(spec, body, ctx.api_version, exc.code)
+                if result is None:
+                    self._finish(slot, None)
+                    self.close_for(f"{_api_name(ctx.api_key)} failed with {exc.code.name} and its response cannot say so")
+                    return
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("unexpected error handling %s v%d from %s", _api_name(ctx.api_key), ctx.api_version,
+                              self.peer)
+                self._metrics.record_error(ctx.api_key, ErrorCode.UNKNOWN_SERVER_ERROR.name)
+                result = _error_response(spec, body, ctx.api_version, ErrorCode.UNKNOWN_SERVER_ERROR)
+                if result is None:
+                    self._finish(slot, None)
+                    self.close_for(f"{_api_name(ctx.api_key)} failed and its response cannot carry an error")
+                    return
+            if result is None:
+                self._finish(slot, None)
+                return
+            try:
+                chunks = self._encode(header, result)
+            except ProtocolError:
+                log.exception("cannot encode the %s v%d response for %s", _api_name(ctx.api_key), ctx.api_version,
+                              self.peer)
+                self._finish(slot, None)
+                self.close_for("response could not be encoded")
+                return
+            self._finish(slot, chunks)
         finally:
             self._metrics.record_request(ctx.api_key, ctx.api_version, (time.perf_counter() - started) * 1000.0,
                                          fetch_kind)
-
-    async def _handle(self, spec: HandlerSpec, ctx: RequestContext, body: Request, slot: _Slot) -> None:
-        header = ctx.header
-        result: Response | RawResponse | None
-        try:
-            result = await spec.handler(ctx, body)
-        except KafkaError as exc:
-            log.info("%s v%d from %s failed with %s: %s", _api_name(ctx.api_key), ctx.api_version, self.peer,
-                     exc.code.name, exc.message)
-            self._metrics.record_error(ctx.api_key, exc.code.name)
-            result = _error_response(spec, body, ctx.api_version, exc.code)
-            if result is None:
-                self._finish(slot, None)
-                self.close_for(f"{_api_name(ctx.api_key)} failed with {exc.code.name} and its response cannot say so")
-                return
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("unexpected error handling %s v%d from %s", _api_name(ctx.api_key), ctx.api_version,
-                          self.peer)
-            self._metrics.record_error(ctx.api_key, ErrorCode.UNKNOWN_SERVER_ERROR.name)
-            result = _error_response(spec, body, ctx.api_version, ErrorCode.UNKNOWN_SERVER_ERROR)
-            if result is None:
-                self._finish(slot, None)
-                self.close_for(f"{_api_name(ctx.api_key)} failed and its response cannot carry an error")
-                return
-        if result is None:
-            self._finish(slot, None)
-            return
-        try:
-            chunks = self._encode(header, result)
-        except ProtocolError:
-            log.exception("cannot encode the %s v%d response for %s", _api_name(ctx.api_key), ctx.api_version,
-                          self.peer)
-            self._finish(slot, None)
-            self.close_for("response could not be encoded")
-            return
-        self._finish(slot, chunks)
 
     def _encode(self, header: RequestHeader, result: Response | RawResponse, version: int | None = None
                 ) -> Sequence[bytes | bytearray | memoryview]:
