@@ -11,9 +11,12 @@ A tool module builds its parser with :func:`verb_parser`, adds :func:`add_connec
 
 ``--command-config FILE`` is the client properties file of Kafka's tools (``--producer.config`` and
 ``--consumer.config`` for the console producer and consumer). The keys that change what the client does
-here are :data:`CLIENT_KEYS`; ``security.protocol`` must be PLAINTEXT, the only one the tools speak yet, and is
-refused naming the key otherwise; any other key (a Java client setting with no meaning here) is named in a
-warning on stderr and otherwise ignored, as Kafka's clients warn about configs they do not know.
+here are :data:`CLIENT_KEYS` and the TLS/SASL settings of
+:data:`~sofakafka.security.client_config.CLIENT_PROPERTIES` (``security.protocol`` PLAINTEXT, SSL,
+SASL_PLAINTEXT or SASL_SSL; ``sasl.mechanism`` and ``sasl.jaas.config``; PEM ``ssl.truststore.location`` and
+``ssl.keystore.location``; librdkafka's names too); a setting that cannot be used is refused naming the file and
+the key. Any other key (a Java client setting with no meaning here) is named in a warning on stderr and
+otherwise ignored, as Kafka's clients warn about configs they do not know.
 """
 
 from __future__ import annotations
@@ -27,12 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sofakafka.client import ClientError, KafkaClient, parse_bootstrap
+from sofakafka.client.security import ClientSecurity
 from sofakafka.protocol.errors import KafkaError
+from sofakafka.security import SecurityConfigError
+from sofakafka.security.client_config import CLIENT_PROPERTIES, client_security_from_properties
 
 DEFAULT_REQUEST_TIMEOUT_MS = 30_000
 DEFAULT_RETRY_BACKOFF_MS = 100
-CLIENT_KEYS = ("client.id", "request.timeout.ms", "retry.backoff.ms", "security.protocol")
-SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
+CLIENT_KEYS = ("client.id", "request.timeout.ms", "retry.backoff.ms")
 
 
 class UsageError(Exception):
@@ -55,7 +60,8 @@ def add_connection_options(p: argparse.ArgumentParser, config_flag: str = "--com
     and ``--request-timeout-ms``."""
     p.add_argument("--bootstrap-server", help="host:port[,host:port...] of the brokers to connect to")
     p.add_argument(config_flag, dest="command_config", metavar="FILE",
-                   help="client properties (client.id, request.timeout.ms, retry.backoff.ms, security.protocol)")
+                   help="client properties: client.id, request.timeout.ms, retry.backoff.ms, and TLS/SASL "
+                        "(security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ...)")
     p.add_argument("--request-timeout-ms", type=int, default=None,
                    help=f"deadline of every request (default {DEFAULT_REQUEST_TIMEOUT_MS}, or the file's "
                         "request.timeout.ms)")
@@ -129,16 +135,18 @@ class ClientSettings:
     client_id: str
     request_timeout_ms: int
     retry_backoff_ms: int
+    security: ClientSecurity | None = None
 
     def connect(self) -> KafkaClient:
         return KafkaClient(self.bootstrap_servers, client_id=self.client_id,
-                           request_timeout_ms=self.request_timeout_ms, retry_backoff_ms=self.retry_backoff_ms)
+                           request_timeout_ms=self.request_timeout_ms, retry_backoff_ms=self.retry_backoff_ms,
+                           security=self.security)
 
 
 def client_settings(args: argparse.Namespace, verb: str, *,
                     default_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS) -> ClientSettings:
     """``--bootstrap-server`` (required, checked here), then ``--command-config``'s settings, then the command
-    line's own ``--request-timeout-ms`` over the file's."""
+    line's own ``--request-timeout-ms`` over the file's; TLS and SASL come from the file too."""
     if not args.bootstrap_server:
         raise UsageError("--bootstrap-server is required")
     try:
@@ -147,12 +155,9 @@ def client_settings(args: argparse.Namespace, verb: str, *,
         raise UsageError(f"--bootstrap-server: {e}") from None
     path = getattr(args, "command_config", None)
     props = read_properties(path) if path else {}
+    security = _security(props, path) if path else None
     if path:
-        protocol = props.get("security.protocol", "PLAINTEXT").upper()
-        if protocol not in SUPPORTED_SECURITY_PROTOCOLS:
-            raise UsageError(f"{path}: security.protocol: {props['security.protocol']} is not supported by the "
-                             f"console tools yet (only {', '.join(SUPPORTED_SECURITY_PROTOCOLS)})")
-        ignored = sorted(k for k in props if k not in CLIENT_KEYS)
+        ignored = sorted(k for k in props if k not in CLIENT_KEYS and k not in CLIENT_PROPERTIES)
         if ignored:
             err(f"sofakafka {verb}: warning: ignoring {', '.join(ignored)} from {path} (no effect here)")
     timeout_ms = args.request_timeout_ms
@@ -163,12 +168,21 @@ def client_settings(args: argparse.Namespace, verb: str, *,
     backoff_ms = _int_property(props, "retry.backoff.ms", path or "")
     return ClientSettings(args.bootstrap_server, props.get("client.id") or f"sofakafka-{verb}",
                           default_timeout_ms if timeout_ms is None else timeout_ms,
-                          DEFAULT_RETRY_BACKOFF_MS if backoff_ms is None else backoff_ms)
+                          DEFAULT_RETRY_BACKOFF_MS if backoff_ms is None else backoff_ms, security)
 
 
 def client(args: argparse.Namespace, verb: str) -> KafkaClient:
     """The tool's client (see :func:`client_settings`)."""
     return client_settings(args, verb).connect()
+
+
+def _security(props: Mapping[str, str], path: str) -> ClientSecurity | None:
+    """TLS and SASL from the file (None: PLAINTEXT); a setting that cannot be used names the file and key."""
+    try:
+        security = client_security_from_properties(props)
+    except SecurityConfigError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+    return None if security.protocol == "PLAINTEXT" else security
 
 
 # -- option syntaxes --------------------------------------------------------------------------------------------

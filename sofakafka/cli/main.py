@@ -16,6 +16,7 @@ from typing import Protocol
 
 from sofakafka import __version__
 from sofakafka.cli import (
+    acls,
     cluster,
     configs,
     console,
@@ -29,6 +30,7 @@ from sofakafka.cli import (
     reassign_partitions,
     serve,
     topics,
+    users,
 )
 
 
@@ -55,6 +57,8 @@ TOOLS: tuple[Tool, ...] = (
     dump_log,
     query,
     console,
+    users,
+    acls,
     cluster,
 )
 VERBS: dict[str, Tool] = {tool.VERB: tool for tool in TOOLS}

@@ -20,7 +20,7 @@ from sofakafka.console.auth import load_users, verify_password
     (["--bootstrap-server", "127.0.0.1:9092", "--port", "70000"], "--port: 70000 is not a port number"),
     (["--bootstrap-server", "127.0.0.1:9092", "--request-timeout-ms", "0"], "--request-timeout-ms: must be positive"),
     (["--bootstrap-server", "127.0.0.1:9092", "--alarm-interval", "0"], "--alarm-interval: must be positive"),
-    (["--bootstrap-server", "127.0.0.1:9092", "--command-config", "{sasl}"], "security.protocol: SASL_SSL"),
+    (["--bootstrap-server", "127.0.0.1:9092", "--command-config", "{sasl}"], "sasl.mechanism: must be one of PLAIN"),
 ])
 def test_bad_options_are_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                              args: list[str], message: str) -> None:
