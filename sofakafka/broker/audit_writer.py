@@ -33,6 +33,7 @@ from sofakafka.broker.config import KafkaConfig
 from sofakafka.broker.metrics import BrokerMetrics
 from sofakafka.broker.replica_manager import ProducePartitionResult, TopicPartition
 from sofakafka.client import ClientError, KafkaClient
+from sofakafka.client.security import ClientSecurity
 from sofakafka.controller.metadata import ClusterMetadata
 from sofakafka.controller.topics import NewTopic, TopicAdmin
 from sofakafka.protocol.errors import ErrorCode, KafkaError
@@ -73,28 +74,34 @@ class AuditRun:
     producer_epoch: int
     api_version: int
     transactional_id: str | None
+    principal: str | None = None
+    """The authenticated principal (``User:alice``; ``User:ANONYMOUS`` on a PLAINTEXT listener)."""
 
     def entry(self) -> ProduceAuditEntry:
         return ProduceAuditEntry(
             topic=self.topic, partition=self.partition, base_offset=self.base_offset, last_offset=self.last_offset,
             record_count=self.record_count, append_time_ms=self.append_time_ms, client_id=self.client_id,
             client_host=self.client_host, producer_id=self.producer_id, producer_epoch=self.producer_epoch,
-            api_version=self.api_version, transactional_id=self.transactional_id)
+            api_version=self.api_version, transactional_id=self.transactional_id,
+            principal=self.principal)
 
 
 class ProduceAuditWriter:
     """Loop thread: :meth:`record`, :meth:`start`, :meth:`stop`. The writer thread: everything it sends."""
 
     def __init__(self, config: KafkaConfig, metrics: BrokerMetrics, *, metadata: Callable[[], ClusterMetadata],
-                 topic_admin: Callable[[], TopicAdmin], bootstrap: Callable[[], str]) -> None:
+                 topic_admin: Callable[[], TopicAdmin], bootstrap: Callable[[], str],
+                 security: ClientSecurity | None = None) -> None:
         """``metadata``: the broker's current snapshot; ``topic_admin``: its topic writer (blocking, called on
         the writer thread); ``bootstrap``: where the writer's client connects (this broker's inter-broker
-        listener)."""
+        listener); ``security``: that listener's TLS and the broker's own SASL login, as the replica fetchers
+        use them (None: PLAINTEXT)."""
         self._config = config
         self._metadata = metadata
         self._topic_admin = topic_admin
         self._metrics = metrics
         self._bootstrap = bootstrap
+        self._security = security
         self._pending: list[AuditRun] = []
         # The last run of each partition among the pending ones: the one a following batch may extend.
         self._open: dict[TopicPartition, AuditRun] = {}
@@ -111,7 +118,7 @@ class ProduceAuditWriter:
     # -- the produce path (event loop) ------------------------------------------------------------------------
     def record(self, *, client_id: str | None, client_host: str, api_version: int, transactional_id: str | None,
                entries: Sequence[tuple[TopicPartition, Buffer | None]],
-               results: dict[TopicPartition, ProducePartitionResult]) -> None:
+               results: dict[TopicPartition, ProducePartitionResult], principal: str | None = None) -> None:
         """The partitions one Produce appended (called by the replica manager right after the append, before any
         acks=-1 wait, so a batch whose replication times out is still on record)."""
         now = -1
@@ -124,7 +131,7 @@ class ProduceAuditWriter:
             if (run is not None and run.last_offset + 1 == r.base_offset and run.producer_id == producer_id
                     and run.producer_epoch == producer_epoch and run.client_id == client_id
                     and run.client_host == client_host and run.api_version == api_version
-                    and run.transactional_id == transactional_id):
+                    and run.transactional_id == transactional_id and run.principal == principal):
                 run.record_count += r.last_offset - run.last_offset
                 run.last_offset = r.last_offset
                 continue
@@ -134,7 +141,8 @@ class ProduceAuditWriter:
                     now = wall_clock_ms()
                 append_time = now
             run = AuditRun(tp[0], tp[1], r.base_offset, r.last_offset, r.last_offset - r.base_offset + 1, append_time,
-                           client_id, client_host, producer_id, producer_epoch, api_version, transactional_id)
+                           client_id, client_host, producer_id, producer_epoch, api_version, transactional_id,
+                           principal)
             self._pending.append(run)
             self._open[tp] = run
 
@@ -193,7 +201,7 @@ class ProduceAuditWriter:
         client = self._client
         if client is None:
             client = self._client = KafkaClient(self._bootstrap(), client_id=AUDIT_WRITER_CLIENT_ID,
-                                                request_timeout_ms=CLIENT_TIMEOUT_MS)
+                                                request_timeout_ms=CLIENT_TIMEOUT_MS, security=self._security)
         try:
             info = client.metadata([AUDIT_TOPIC]).topics.get(AUDIT_TOPIC)
         except (KafkaError, ClientError, OSError) as exc:

@@ -335,7 +335,8 @@ class Broker:
         if config.get_bool("sofakafka.produce.audit.enable"):
             node = self._node
             self._audit = ProduceAuditWriter(config, self._metrics, metadata=node.cache.snapshot,
-                                             topic_admin=lambda: node.admin, bootstrap=self._own_bootstrap)
+                                             topic_admin=lambda: node.admin, bootstrap=self._own_bootstrap,
+                                             security=self.security.inter_broker)
             self._audit.start()
         self._node.cache.add_listener(self._on_metadata_changed)
         await self._apply_metadata()

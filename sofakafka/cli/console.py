@@ -6,9 +6,9 @@ hash-password NAME`` prints a line for its users file.
                       [--metrics-token TOKEN]
 
 The connection options are every tool's (cli/common.py): ``--command-config`` takes Kafka's client properties,
-with ``security.protocol`` PLAINTEXT until the client speaks SASL/TLS (the security work; the console will then
-sign in to the cluster as the user that file names). Bad options and files are one line on stderr and exit code
-2, before anything is served.
+TLS and SASL included, so on a secured cluster the console signs in as the SASL user that file names and shows
+what that user's ACLs allow (its own sign-in, ``--users-file``, is separate: who may use the web page). Bad
+options and files are one line on stderr and exit code 2, before anything is served.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def run_console(args: argparse.Namespace) -> int:
         console = Console(ConsoleSettings(
             settings.bootstrap_servers, args.host, args.port, settings.request_timeout_ms, users, state_dir,
             args.alarm_interval, client_id=settings.client_id,
-            client_options={"retry_backoff_ms": settings.retry_backoff_ms}, metrics_token=args.metrics_token))
+            client_options={"retry_backoff_ms": settings.retry_backoff_ms, "security": settings.security}, metrics_token=args.metrics_token))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     host = f"[{args.host}]" if ":" in args.host else args.host

@@ -29,6 +29,7 @@ from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from sofakafka.client import ClientError, ConfigSource, KafkaClient
+from sofakafka.console import access as ac
 from sofakafka.console import cluster as cl
 from sofakafka.console import offsets as off
 from sofakafka.console import query as q
@@ -57,7 +58,7 @@ class ConsoleSettings:
     alarm_interval_s: float = 30.0
     client_id: str = "sofakafka-console"
     client_options: Mapping[str, Any] = field(default_factory=dict)
-    """Extra KafkaClient keyword arguments (from ``--command-config``: SASL once the client does it)."""
+    """Extra KafkaClient keyword arguments (from ``--command-config``: retry backoff, TLS and SASL)."""
     metrics_token: str | None = None
     """A bearer token that lets Prometheus read /metrics without signing in."""
 
@@ -169,6 +170,12 @@ class Console:
         r.add_post("/query/scan/{job}/cancel", self.cancel_scan)
         r.add_get("/api/jobs/{job}", self.job_status)
         r.add_get("/trace", self.trace)
+        r.add_get("/users", self.users)
+        r.add_post("/users", self.add_user)
+        r.add_post("/users/delete", self.delete_user)
+        r.add_get("/acls", self.acls)
+        r.add_post("/acls", self.add_acl)
+        r.add_post("/acls/delete", self.delete_acl)
         r.add_get("/metrics", self.metrics)
         r.add_static("/static", PACKAGE_DIR / "static", append_version=True)
         app.on_startup.append(self._on_startup)
@@ -516,6 +523,51 @@ class Console:
                                                    "view": params.get("view", "auto")})
 
     # -- the console's own metrics -----------------------------------------------------------------------
+
+    # -- users and ACLs (security) ------------------------------------------------------------------------
+
+    async def _load_or_error(self, load: Callable[[KafkaClient], T]) -> tuple[T | None, str | None]:
+        """A listing, or the sentence saying why the cluster would not give it (no authorizer, or the console's
+        own SASL user lacks DESCRIBE on the cluster): the page still shows its forms."""
+        try:
+            return await self.call(load), None
+        except (KafkaError, ClientError) as exc:
+            return None, cl.describe_failure(exc)
+
+    async def users(self, request: web.Request) -> web.Response:
+        rows, error = await self._load_or_error(ac.user_rows)
+        return self.render(request, "users.html", {"rows": rows or [], "error": error,
+                                                   "mechanisms": ac.SCRAM_MECHANISMS,
+                                                   "min_iterations": ac.SCRAM_MIN_ITERATIONS})
+
+    async def add_user(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        iterations_text = str(form.get("iterations", "")).strip()
+        iterations = q.parse_int(iterations_text, "iterations") if iterations_text else None
+        message = await self.call(lambda c: ac.add_user(c, str(form.get("name", "")), str(form.get("mechanism", "")),
+                                                        str(form.get("password", "")), iterations))
+        self._redirect("/users", message)
+
+    async def delete_user(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        message = await self.call(lambda c: ac.delete_user(c, str(form.get("name", ""))))
+        self._redirect("/users", message)
+
+    async def acls(self, request: web.Request) -> web.Response:
+        rows, error = await self._load_or_error(ac.acl_rows)
+        return self.render(request, "acls.html", {
+            "rows": rows or [], "error": error, "resource_types": ac.RESOURCE_TYPES, "pattern_types": ac.PATTERN_TYPES,
+            "operations": ac.OPERATIONS, "permissions": ac.PERMISSIONS})
+
+    async def add_acl(self, request: web.Request) -> web.Response:
+        form = {k: str(v) for k, v in (await request.post()).items()}
+        message = await self.call(lambda c: ac.add_acl(c, form))
+        self._redirect("/acls", message)
+
+    async def delete_acl(self, request: web.Request) -> web.Response:
+        form = {k: str(v) for k, v in (await request.post()).items()}
+        message = await self.call(lambda c: ac.delete_acl(c, form))
+        self._redirect("/acls", message)
 
     async def metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=generate_latest(self.alarms.registry),

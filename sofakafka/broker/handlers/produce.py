@@ -8,7 +8,7 @@ leader's append, acks=-1 after the high watermark passes the appended offsets (t
 purgatory), acks=0 sends no response at all, as Kafka does, and closes the connection when a partition failed (the only
 signal such a client gets); any other acks value is INVALID_REQUIRED_ACKS. Clients may
 not write to the internal topics (INVALID_TOPIC_EXCEPTION), except Kafka's ``__admin_client``; the produce audit's
-topic only the brokers' audit writer writes. With ``sofakafka.produce.audit.enable`` the partitions appended are
+topic only the brokers' audit writer writes (with an authorizer, only as a principal with CLUSTER_ACTION). With ``sofakafka.produce.audit.enable`` the partitions appended are
 handed to the audit writer (sofakafka/broker/audit_writer.py) right after the append.
 
 Authorization (Kafka 2.6's checks, with an authorizer): transactional batches need WRITE on the transactional
@@ -84,7 +84,10 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
     entries: list[tuple[TopicPartition, Buffer | None]] = []
     refused: dict[TopicPartition, ProducePartitionResult] = {}
     internal_allowed = ctx.client_id == ADMIN_CLIENT_ID
-    audit_writer = ctx.client_id == AUDIT_WRITER_CLIENT_ID
+    # The brokers' audit writer, by its client id; with an authorizer only a principal with CLUSTER_ACTION (the
+    # brokers' own) may claim to be it, so a client cannot forge the trace by borrowing the id.
+    audit_writer = ctx.client_id == AUDIT_WRITER_CLIENT_ID and (
+        not authz.enabled(ctx) or authz.authorize_cluster(ctx, authz.AclOperation.CLUSTER_ACTION))
     writable: set[str] | None = None
     if authz.enabled(ctx):
         transactional, idempotent = _producer_kind(request)
@@ -116,7 +119,8 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
         def on_appended(appended: Sequence[tuple[TopicPartition, Buffer | None]],
                         results: dict[TopicPartition, ProducePartitionResult]) -> None:
             audit.record(client_id=ctx.client_id, client_host=ctx.client_host, api_version=version,
-                         transactional_id=transactional_id, entries=appended, results=results)
+                         transactional_id=transactional_id, entries=appended, results=results,
+                         principal=ctx.principal)
 
     results = await ctx.broker.replica_manager.append_records(
         acks=request.acks,
