@@ -24,12 +24,16 @@ from sofakafka.cli import (
     console_producer,
     consumer_groups,
     dump_log,
+    filters,
+    ldc,
     leader_election,
     log_dirs,
     query,
     reassign_partitions,
+    router,
     serve,
     topics,
+    transactions,
     users,
 )
 
@@ -57,28 +61,34 @@ TOOLS: tuple[Tool, ...] = (
     dump_log,
     query,
     console,
+    transactions,
     users,
     acls,
     cluster,
+    ldc,
+    filters,
+    router,
 )
 VERBS: dict[str, Tool] = {tool.VERB: tool for tool in TOOLS}
 
 
 class _VerbListFormatter(argparse.HelpFormatter):
-    """argparse measures the verbs two columns less indented than it prints them, so the longest verb
-    (leader-election) would push its summary onto the next line; this counts the real indent."""
+    """argparse measures the verbs at their parent's indentation, not their own, so a verb longer than the rest
+    (``transactions``) had its summary wrapped onto the next line; this measures each where it is printed."""
 
     def add_argument(self, action: argparse.Action) -> None:
         super().add_argument(action)
-        if isinstance(action, argparse._SubParsersAction):
-            self._action_max_length += 2
+        if action.help is not argparse.SUPPRESS:
+            for sub in self._iter_indented_subactions(action):
+                self._action_max_length = max(self._action_max_length,
+                                              len(self._format_action_invocation(sub)) + self._current_indent)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sofakafka", description="A Kafka-compatible broker in Python, and Kafka's console tools.",
-        epilog="Each verb takes --help. The console tools speak the Kafka protocol to --bootstrap-server.",
-        formatter_class=_VerbListFormatter)
+        formatter_class=_VerbListFormatter,
+        epilog="Each verb takes --help. The console tools speak the Kafka protocol to --bootstrap-server.")
     parser.add_argument("--version", action="version", version=f"sofakafka {__version__}")
     verbs = parser.add_subparsers(dest="verb", title="verbs", metavar="VERB")
     for tool in TOOLS:
