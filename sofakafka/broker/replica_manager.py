@@ -35,7 +35,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar, cast
 
+from sofakafka.broker.metrics import BrokerMetrics
 from sofakafka.broker.purgatory import DelayedOperation, DelayedOperationPurgatory
+from sofakafka.broker.record_filter import RecordMatcher, filter_fetched
 from sofakafka.broker.worker_threads import WorkerThreads
 from sofakafka.protocol.errors import ErrorCode, KafkaError
 from sofakafka.protocol.records import (
@@ -189,6 +191,10 @@ class ProducePartitionResult:
     error_message: str | None = None
 
 
+AppendedCallback = Callable[
+    [Sequence[tuple[TopicPartition, Buffer | None]], dict[TopicPartition, "ProducePartitionResult"]], None]
+
+
 @dataclass(frozen=True, slots=True)
 class FetchPartitionRequest:
     topic: str
@@ -291,9 +297,13 @@ class DelayedFetch(DelayedOperation):
 
 
 class ReplicaManager:
-    def __init__(self, broker_id: int, log_manager: LogManager, *, read_threads: int = 2) -> None:
+    def __init__(self, broker_id: int, log_manager: LogManager, *, read_threads: int = 2,
+                 metrics: BrokerMetrics | None = None) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
+        # Bytes and messages in and out per topic, counted here on the loop per partition of each request
+        # (never per record); the ISR manager and the replica fetchers count theirs into the same object.
+        self.metrics = metrics if metrics is not None else BrokerMetrics()
         self._partitions: dict[TopicPartition, Partition] = {}
         # Logs of the partitions this broker follows (replica_fetcher fills and empties it).
         self.follower_logs: dict[TopicPartition, Log] = {}
@@ -425,6 +435,7 @@ class ReplicaManager:
         produce_version: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         verified: Mapping[TopicPartition, object] | None = None,
+        on_appended: AppendedCallback | None = None,
     ) -> dict[TopicPartition, ProducePartitionResult]:
         """Append each partition's record data as its leader; acks=-1 waits until the high watermark passes it.
 
@@ -432,13 +443,17 @@ class ReplicaManager:
         sequences). ``verified`` holds, per partition, the verification token a transactional produce took
         (:meth:`txn_verification_token`) when the transaction coordinator confirmed the partition is in the
         producer's transaction; with ``txn_verification`` on, a client batch that would open a transaction on a
-        partition without a still-valid token is refused with INVALID_TXN_STATE."""
+        partition without a still-valid token is refused with INVALID_TXN_STATE. ``on_appended(entries, results)``
+        runs on the loop right after the append, before the acks=-1 wait (the produce audit's hook)."""
         if acks not in (-1, 0, 1):
             return {tp: ProducePartitionResult(ErrorCode.INVALID_REQUIRED_ACKS,
                                                error_message=f"acks must be -1, 0 or 1, not {acks}")
                     for tp, _ in entries}
         tokens = verified or {}
         results = await self.run_append(lambda: self._append_all(entries, produce_version, acks, origin, tokens))
+        self._count_produce(entries, results)
+        if on_appended is not None:
+            on_appended(entries, results)
         replicated = self._replicated(results, acks, timeout_ms)
         if replicated is not None:
             await replicated
@@ -483,6 +498,17 @@ class ReplicaManager:
             then()
         else:
             replicated.add_done_callback(lambda _: then())
+
+    def _count_produce(self, entries: Sequence[tuple[TopicPartition, Buffer | None]],
+                       results: dict[TopicPartition, ProducePartitionResult]) -> None:
+        metrics = self.metrics
+        for tp, records in entries:
+            r = results[tp]
+            if r.error_code == ErrorCode.NONE:
+                metrics.record_produce(tp[0], len(records) if records is not None else 0,
+                                       r.last_offset - r.base_offset + 1)
+            else:
+                metrics.record_failed_produce(tp[0], ErrorCode.for_code(r.error_code).name)
 
     def _append_all(self, entries: Sequence[tuple[TopicPartition, Buffer | None]], produce_version: int,
                     acks: int, origin: AppendOrigin = AppendOrigin.CLIENT,
@@ -676,14 +702,37 @@ class ReplicaManager:
         to_magic: int | None = None,
         zstd_readable: bool = True,
         follower_reads: bool = False,
+        filters: Callable[[], Mapping[TopicPartition, RecordMatcher] | None] | None = None,
     ) -> list[FetchPartitionResult]:
         """Read every partition now; if fewer than ``min_bytes`` came back, wait in purgatory and read again.
+
+        ``filters`` (a member of a filtered consumer group, see ``group_filters``): asked at each read (so a
+        filter set while the fetch waits in purgatory applies to what it returns), it names the partitions
+        whose records are rewritten to the ones their matcher passes (``record_filter``), on the read threads.
 
         ``zstd_readable`` False (Fetch before v10): partitions of topics whose ``compression.type`` is zstd are
         answered UNSUPPORTED_COMPRESSION_TYPE, as Kafka 2.6 decides by the topic config.
         ``follower_reads`` (a consumer's Fetch v11+, KIP-392): partitions this broker follows are read too, up
         to the follower's high watermark, as Kafka 2.6 serves consumers that send client metadata.
         """
+        results = await self._fetch_messages(replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level,
+                                             partitions, hard_max_bytes_limit, to_magic, zstd_readable,
+                                             follower_reads, filters)
+        metrics = self.metrics
+        replica = replica_id >= 0
+        for req, r in zip(partitions, results, strict=True):
+            if r.error_code == ErrorCode.NONE:
+                metrics.record_fetch(req.topic, len(r.records), replica=replica)
+            else:
+                metrics.record_failed_fetch(req.topic, ErrorCode.for_code(r.error_code).name)
+        return results
+
+    async def _fetch_messages(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
+                              isolation_level: int, partitions: Sequence[FetchPartitionRequest],
+                              hard_max_bytes_limit: bool, to_magic: int | None, zstd_readable: bool,
+                              follower_reads: bool,
+                              filters: Callable[[], Mapping[TopicPartition, RecordMatcher] | None] | None
+                              ) -> list[FetchPartitionResult]:
         if replica_id >= 0:
             isolation = FetchIsolation.LOG_END
         elif isolation_level == ISOLATION_READ_COMMITTED:
@@ -696,7 +745,7 @@ class ReplicaManager:
 
         def read() -> list[FetchPartitionResult]:
             return self._read_all(partitions, isolation, max_bytes, hard_max_bytes_limit, to_magic, zstd_readable,
-                                  follower_reads and replica_id < 0)
+                                  follower_reads and replica_id < 0, None if filters is None else filters())
 
         results = await self.run_read(read)
         if max_wait_ms <= 0 or not partitions or min_bytes <= 0 or self._shutting_down:
@@ -734,15 +783,15 @@ class ReplicaManager:
             self.partitions_changed(moved)
 
     def _read_all(self, partitions: Sequence[FetchPartitionRequest], isolation: FetchIsolation, max_bytes: int,
-                  hard_max_bytes_limit: bool, to_magic: int | None, zstd_readable: bool, follower_reads: bool = False
-                  ) -> list[FetchPartitionResult]:
+                  hard_max_bytes_limit: bool, to_magic: int | None, zstd_readable: bool, follower_reads: bool = False,
+                  filters: Mapping[TopicPartition, RecordMatcher] | None = None) -> list[FetchPartitionResult]:
         out: list[FetchPartitionResult] = []
         remaining = max(0, max_bytes)
         min_one_message = not hard_max_bytes_limit
         for req in partitions:
             try:
                 result = self._read_partition(req, isolation, remaining, min_one_message, to_magic, zstd_readable,
-                                              follower_reads)
+                                              follower_reads, None if filters is None else filters.get(req.tp))
             except KafkaError as exc:
                 result = FetchPartitionResult(exc.code)
             except Exception as exc:  # one partition's failure must not fail its neighbours
@@ -756,10 +805,14 @@ class ReplicaManager:
 
     def _read_partition(self, req: FetchPartitionRequest, isolation: FetchIsolation, remaining: int,
                         min_one_message: bool, to_magic: int | None, zstd_readable: bool,
-                        follower_reads: bool = False) -> FetchPartitionResult:
+                        follower_reads: bool = False, matcher: RecordMatcher | None = None) -> FetchPartitionResult:
         followed = self.follower_logs.get(req.tp) if follower_reads and req.tp not in self._partitions else None
         if followed is not None:
             lg = followed
+            if log.isEnabledFor(logging.DEBUG):
+                # What an operator (and the local-first tests) look at to see consumers read in their own room.
+                log.debug("consumer fetch of %s-%d at offset %d served by this follower (KIP-392)", req.topic,
+                          req.partition, req.fetch_offset)
             epoch = self.follower_epochs.get(req.tp, -1)
             if 0 <= req.current_leader_epoch < epoch:
                 raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH, f"{req.topic}-{req.partition}: leader epoch "
@@ -781,6 +834,8 @@ class ReplicaManager:
         if metadata.segment_base_offset < 0 and req.fetch_offset == end_metadata.message_offset:
             metadata = end_metadata
         data = info.records.read_bytes()
+        if matcher is not None and data:
+            data, _kept, _dropped = filter_fetched(data, matcher)
         if to_magic is not None and data:
             if not lg.config.message_downconversion_enable:
                 raise KafkaError(ErrorCode.UNSUPPORTED_VERSION,
