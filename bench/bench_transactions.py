@@ -20,14 +20,26 @@ also waits for the previous transaction's markers; one Produce per partition; En
 times, and prints the p50/p90 of each step.
 
 The broker is started with ``python -m sofakafka serve`` on a free port and a temporary ``log.dirs``, and
-stopped and removed at the end. Run from the repository root::
+stopped and removed at the end.
 
-    PYTHONPATH=. .venv/bin/python bench/bench_transactions.py [--messages 50000] [--partitions 3]
+``--kafka-peer`` (on by default when the kafka_2.13 2.6.3 jars scripts/test.sh resolves are in
+interop/java/target/lib and ``java`` and Debian's ZooKeeper are installed) runs the same loads, in the same run,
+against Apache Kafka 2.6, started the way the interop tests start it (``tests.reference.kafka.ReferenceKafka``:
+one broker on a ZooKeeper of its own, temporary dirs, ``SHARED_SETTINGS``: transaction.state.log replication
+factor 1 and min.isr 1), after the sofakafka broker has stopped, so the two never share the CPU. Both brokers
+first get ``--warmup-messages`` records (idempotent, then in transactions of 100) on a topic of their own: Kafka's
+JIT compiles its hot paths under the first load. The tables then print both brokers side by side with the
+ratio sofakafka/Kafka (msg/s: above 1 means sofakafka is ahead; overhead and latencies: Kafka/sofakafka, above
+1 likewise means sofakafka is ahead). What the two have in common (librdkafka, Python's loop around it, the
+machine) shows as the same figure on both sides. Run from the repository root::
+
+    PYTHONPATH=. .venv/bin/python bench/bench_transactions.py [--messages 50000] [--partitions 3] [--no-kafka-peer]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import shutil
@@ -39,10 +51,13 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic  # where it is defined (admin re-exports it implicitly)
 
 from sofakafka.client import BrokerConnection
 from sofakafka.protocol.messages.add_partitions_to_txn import (
@@ -194,6 +209,144 @@ def run_raw(bootstrap: str, topic: str, partitions: int, count: int, value: byte
     return steps
 
 
+def kafka_peer_available() -> str | None:
+    """None when Apache Kafka 2.6 can be started here, else the reason it cannot."""
+    from tests.cluster.conftest import ZK_JAR
+    from tests.reference.java import LIB, java_binary
+
+    if not any((LIB / "kafka-2.6").glob("*.jar")):
+        return f"no kafka_2.13 jars in {LIB / 'kafka-2.6'} (scripts/test.sh resolves them)"
+    if java_binary() is None:
+        return "no java on PATH"
+    if not ZK_JAR.exists():
+        return f"no {ZK_JAR} (apt-get install zookeeper)"
+    return None
+
+
+@contextlib.contextmanager
+def sofakafka_broker(tmp: Path) -> Iterator[str]:
+    proc, bootstrap = start_broker(tmp)
+    try:
+        yield bootstrap
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+
+
+@contextlib.contextmanager
+def kafka_broker(tmp: Path) -> Iterator[str]:
+    """Apache Kafka 2.6 and its ZooKeeper, both killed on the way out (their dirs live in ``tmp``)."""
+    from tests.cluster.conftest import start_zookeeper
+    from tests.reference.kafka import ReferenceKafka
+
+    zk = start_zookeeper(tmp / "zookeeper", free_port())
+    try:
+        kafka = ReferenceKafka(tmp / "kafka", zk.hosts + "/bench-txn", heap="1g",
+                               jvm_flags=("-Xms1g", "-Xmx1g", "-XX:+UseG1GC"))  # a steady JVM, not the tests' quick one
+        try:
+            kafka.start()
+            yield kafka.bootstrap
+        finally:
+            kafka.kill()
+    finally:
+        zk.stop()
+
+
+@dataclass
+class Results:
+    plain_s: float = 0.0
+    txns: dict[int, tuple[float, list[float]]] = field(default_factory=dict)
+    raw: dict[str, list[float]] = field(default_factory=dict)
+    raw_error: str = ""
+
+
+def measure(bootstrap: str, args: argparse.Namespace, sizes: list[int], value: bytes) -> Results:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topics = {name: NewTopic(name, args.partitions, 1)
+              for name in ("warmup-plain", "warmup-txn", "plain", "raw", *(f"txn-{s}" for s in sizes))}
+    for f in admin.create_topics(list(topics.values())).values():
+        f.result(60)
+    if args.warmup_messages > 0:
+        run_plain(bootstrap, "warmup-plain", args.warmup_messages, value, args.partitions)
+        run_transactions(bootstrap, "warmup-txn", args.warmup_messages, 100, value, args.partitions)
+    r = Results(plain_s=run_plain(bootstrap, "plain", args.messages, value, args.partitions))
+    for size in sizes:
+        r.txns[size] = run_transactions(bootstrap, f"txn-{size}", args.messages, size, value, args.partitions)
+    if args.raw_transactions > 0:
+        try:
+            r.raw = run_raw(bootstrap, "raw", args.partitions, args.raw_transactions, value)
+        except AssertionError as e:  # printed, not hidden: the table then says why a column is empty
+            r.raw_error = f"{type(e).__name__}: {str(e)[:200]}"
+    return r
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def ratio(ours: float, theirs: float, more_is_better: bool) -> str:
+    if ours <= 0 or theirs <= 0:  # an overhead within noise (negative) has no meaningful ratio
+        return "-"
+    return f"{(ours / theirs if more_is_better else theirs / ours):.2f}x"
+
+
+def print_tables(results: dict[str, Results], args: argparse.Namespace, sizes: list[int]) -> None:
+    names = list(results)
+    n, mb = args.messages, args.messages * args.record_bytes / 1e6
+    both = len(names) == 2
+    cols = "".join(f"{b + ' msg/s':>17}{'MB/s':>7}{'vs plain':>9}{'overhead/txn':>13}{'commit p50':>11}"
+                   for b in names)
+    print(f"\n{'load':<28}{'txns':>6}{cols}" + (f"{'msg/s ratio':>12}{'overhead ratio':>15}" if both else ""))
+    rows: list[tuple[str, int, list[tuple[float, float | None, float | None]]]] = [
+        ("idempotent, no transactions", 0, [(r.plain_s, None, None) for r in results.values()])]
+    for size in sizes:
+        cells: list[tuple[float, float | None, float | None]] = []
+        count = 0
+        for r in results.values():
+            elapsed, commits = r.txns[size]
+            count = len(commits)
+            cells.append((elapsed, (elapsed - r.plain_s) / count * 1000, statistics.median(commits) * 1000))
+        rows.append((f"transactions of {size:,}", count, cells))
+    for label, count, cells in rows:
+        line = f"{label:<28}{count or '-':>6}"
+        for (elapsed, overhead, commit), r in zip(cells, results.values(), strict=True):
+            line += (f"{n / elapsed:>17,.0f}{mb / elapsed:>7.1f}{r.plain_s / elapsed:>8.2f}x"
+                     + (f"{overhead:>11.2f}ms{commit:>9.2f}ms" if overhead is not None and commit is not None
+                        else f"{'-':>13}{'-':>11}"))
+        if both:
+            (ours, o_over, _), (theirs, t_over, _) = cells
+            line += f"{ratio(theirs, ours, True):>12}"  # msg/s ratio: time is the inverse of rate
+            line += f"{ratio(o_over, t_over, False) if o_over is not None and t_over is not None else '-':>15}"
+        print(line)
+    if args.raw_transactions > 0:
+        print(f"\nbroker side, {args.raw_transactions} transactions of 100 records, one request at a time "
+              "(p50 / p90):")
+        print(f"{'step':<28}" + "".join(f"{b:>22}" for b in names) + (f"{'p50 ratio':>11}" if both else ""))
+        step_names = next((list(r.raw) for r in results.values() if r.raw), [])
+        p50s: dict[str, list[float]] = {}
+        for step in (*step_names, "whole transaction"):
+            line = f"{step:<28}"
+            for r in results.values():
+                if not r.raw:
+                    line += f"{'-':>22}"
+                    continue
+                times = (r.raw[step] if step in r.raw
+                         else [sum(parts) for parts in zip(*r.raw.values(), strict=True)])
+                ordered = sorted(times)
+                p50s.setdefault(step, []).append(ordered[len(ordered) // 2] * 1000)
+                line += f"{ordered[len(ordered) // 2] * 1000:>10.2f} / {ordered[int(len(ordered) * 0.9)] * 1000:>6.2f}ms"
+            if both and len(p50s.get(step, [])) == 2:
+                line += f"{ratio(p50s[step][0], p50s[step][1], False):>11}"
+            print(line)
+        for b, r in results.items():
+            if r.raw_error:
+                print(f"({b}: the broker-side table failed: {r.raw_error})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--messages", type=int, default=50_000)
@@ -202,50 +355,38 @@ def main() -> None:
     ap.add_argument("--sizes", default="100,10000", help="records per transaction, comma-separated")
     ap.add_argument("--linger-ms", type=int, default=5, help="the producers' linger.ms")
     ap.add_argument("--raw-transactions", type=int, default=300, help="transactions of the broker-side table")
+    ap.add_argument("--warmup-messages", type=int, default=10_000,
+                    help="records produced on each broker before it is measured, plain and in transactions of 100")
+    ap.add_argument("--kafka-peer", action=argparse.BooleanOptionalAction, default=None,
+                    help="also run the loads against Apache Kafka 2.6 (default: when its jars, java and "
+                         "ZooKeeper are present)")
     args = ap.parse_args()
     global LINGER_MS
     LINGER_MS = args.linger_ms
     sizes = [int(s) for s in args.sizes.split(",")]
     value = os.urandom(args.record_bytes)
-    tmp = Path(tempfile.mkdtemp(prefix="bench-txn-"))
-    proc, bootstrap = start_broker(tmp)
-    try:
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        topics = {name: NewTopic(name, args.partitions, 1)
-                  for name in ("plain", "raw", *(f"txn-{s}" for s in sizes))}
-        for f in admin.create_topics(list(topics.values())).values():
-            f.result(60)
-        n, mb = args.messages, args.messages * args.record_bytes / 1e6
-        plain_s = run_plain(bootstrap, "plain", n, value, args.partitions)
-        print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
-              f"{n:,} records of {args.record_bytes} B to {args.partitions} partitions, one broker, "
-              f"linger.ms={LINGER_MS}")
-        header = f"{'load':<28}{'msg/s':>10}{'MB/s':>8}{'vs plain':>10}{'txns':>7}{'overhead/txn':>14}{'commit p50':>12}"
-        print(header)
-        print(f"{'idempotent, no transactions':<28}{n / plain_s:>10,.0f}{mb / plain_s:>8.1f}{'1.00x':>10}"
-              f"{'-':>7}{'-':>14}{'-':>12}")
-        for size in sizes:
-            elapsed, commits = run_transactions(bootstrap, f"txn-{size}", n, size, value, args.partitions)
-            overhead_ms = (elapsed - plain_s) / len(commits) * 1000
-            print(f"{f'transactions of {size:,}':<28}{n / elapsed:>10,.0f}{mb / elapsed:>8.1f}"
-                  f"{plain_s / elapsed:>9.2f}x{len(commits):>7}{overhead_ms:>12.2f}ms"
-                  f"{statistics.median(commits) * 1000:>10.2f}ms")
-        if args.raw_transactions > 0:
-            steps = run_raw(bootstrap, "raw", args.partitions, args.raw_transactions, value)
-            totals = [sum(parts) for parts in zip(*steps.values(), strict=True)]
-            print(f"\nbroker side, {args.raw_transactions} transactions of 100 records, one request at a time:")
-            print(f"{'step':<28}{'p50':>10}{'p90':>10}")
-            for name, times in (*steps.items(), ("whole transaction", totals)):
-                ordered = sorted(times)
-                print(f"{name:<28}{ordered[len(ordered) // 2] * 1000:>8.2f}ms"
-                      f"{ordered[int(len(ordered) * 0.9)] * 1000:>8.2f}ms")
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
+    missing = kafka_peer_available()
+    if args.kafka_peer and missing:
+        raise SystemExit(f"--kafka-peer: {missing}")
+    peer = missing is None if args.kafka_peer is None else args.kafka_peer
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+          f"{args.messages:,} records of {args.record_bytes} B to {args.partitions} partitions, one broker, "
+          f"linger.ms={LINGER_MS}; load average {load()} at start", flush=True)
+    if not peer:
+        print(f"(no Apache Kafka peer: {missing or '--no-kafka-peer'})")
+    brokers = {"sofakafka": sofakafka_broker}
+    if peer:
+        brokers["Kafka 2.6"] = kafka_broker
+    results: dict[str, Results] = {}
+    for name, start in brokers.items():
+        tmp = Path(tempfile.mkdtemp(prefix="bench-txn-"))
         try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-        shutil.rmtree(tmp, ignore_errors=True)
+            with start(tmp) as bootstrap:
+                results[name] = measure(bootstrap, args, sizes, value)
+            print(f"({name} measured; load average {load()})", flush=True)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print_tables(results, args, sizes)
 
 
 if __name__ == "__main__":
