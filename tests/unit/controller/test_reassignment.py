@@ -4,13 +4,14 @@ a leader would move it (no broker processes here; tests/cluster/test_reassignmen
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sofakafka.controller.context import ElectionType
 from sofakafka.controller.reassignment import OngoingReassignment
 from sofakafka.controller.store import MetadataStore
 from sofakafka.controller.topics import NewTopic
@@ -204,15 +205,82 @@ def test_the_api_takes_a_partition_over_from_the_legacy_znode(cluster: Cluster) 
     assert read_json(store, "/brokers/topics/moving")["partitions"]["0"] == [1, 3, 2]
 
 
-def test_deleting_a_moving_topic_waits_for_the_reassignment(cluster: Cluster) -> None:
+def test_deleting_a_moving_topic_deletes_it_at_once_with_the_replicas_being_added(cluster: Cluster) -> None:
+    """Kafka 2.6 starts a deletion at once, a partition of the topic moving or not (its 'reassignment in progress'
+    ineligibility is set before the topic is queued, so it never holds on the DeleteTopics path): the move goes
+    with the topic. Waiting for the move instead needs the topic replicated until then, and a move can wait for a
+    broker that never comes back. Every replica of the moving assignment is asked to delete itself."""
     store = started(cluster, 3, [1, 2])
+    asked: list[tuple[int, list[TopicPartition]]] = []
+
+    class Sender:
+        def stop_replicas(self, broker_id: int, partitions: Sequence[TopicPartition]) -> None:
+            asked.append((broker_id, sorted(partitions)))
+            cluster.nodes[1].controller.replica_deletion_done(broker_id, dict.fromkeys(partitions, ErrorCode.NONE))
+
+    cluster.nodes[1].controller.set_stop_replica_sender(Sender())
     assert alter(cluster, 1, [2, 3]) == (ErrorCode.NONE, None)
     cluster.settle()
     store.create("/admin/delete_topics/moving", makepath=True)
     cluster.settle()
-    assert store.exists("/brokers/topics/moving") is not None
-    catch_up(cluster, store, [1, 2, 3])
+    assert store.exists("/brokers/topics/moving") is None and store.exists("/admin/delete_topics/moving") is None
+    # Partition 0 moving from [1, 2] to [2, 3]: broker 3, being added, is asked too; partition 1 is on [2, 1].
+    assert sorted(asked) == [(1, [TopicPartition("moving", 0), TopicPartition("moving", 1)]),
+                             (2, [TopicPartition("moving", 0), TopicPartition("moving", 1)]),
+                             (3, [TopicPartition("moving", 0)])]
+    assert cluster.nodes[1].controller.reassignments.list_partition_reassignments(None, TIMEOUT) == {}
+
+
+def test_a_topic_being_deleted_refuses_moves_elections_and_new_partitions_as_kafka_does(cluster: Cluster) -> None:
+    """Codes checked against Apache Kafka 2.6 (tests/cluster/test_operation_pairs.py asks both): a move started,
+    replaced or cancelled on a topic being deleted is UNKNOWN_TOPIC_OR_PARTITION, an election INVALID_TOPIC_EXCEPTION,
+    CreatePartitions INVALID_TOPIC_EXCEPTION; nothing is written. The move that was running is abandoned with the
+    topic (the deletion waits here for broker 3, which is down)."""
+    store = started(cluster, 4, [1, 2])
+    assert alter(cluster, 1, [2, 3]) == (ErrorCode.NONE, None)
+    cluster.settle()
+    cluster.kill(3)
+    cluster.settle()
+
+    class Sender:  # replicas on live brokers are deleted at once; broker 3's wait for its return
+        def stop_replicas(self, broker_id: int, partitions: Sequence[TopicPartition]) -> None:
+            cluster.nodes[1].controller.replica_deletion_done(broker_id, dict.fromkeys(partitions, ErrorCode.NONE))
+
+    cluster.nodes[1].controller.set_stop_replica_sender(Sender())
+    store.create("/admin/delete_topics/moving", makepath=True)
+    cluster.settle()
+    before = store.get("/brokers/topics/moving")
+    assert alter(cluster, 1, [2, 4]) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+    assert alter(cluster, 1, None) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+    assert alter(cluster, 1, [1], TopicPartition("moving", 1)) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                                   "The partition does not exist.")
+    assert alter(cluster, 1, None, TopicPartition("moving", 1)) == (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
+    elected = cluster.nodes[1].controller.elect_leaders([TP], ElectionType.PREFERRED, TIMEOUT)
+    assert elected == {TP: (ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is being deleted")}
+    with pytest.raises(KafkaError) as refused:
+        cluster.nodes[1].admin.create_partitions("moving", 3)
+    assert refused.value.code == ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert store.get("/brokers/topics/moving") == before
+    # Still listed, as in Kafka, until the topic is gone; broker 3's return completes the deletion.
+    assert TP in cluster.nodes[1].controller.reassignments.list_partition_reassignments(None, TIMEOUT)
+    cluster.start(3)
+    cluster.settle()
     assert store.exists("/brokers/topics/moving") is None
+    assert cluster.nodes[1].controller.reassignments.list_partition_reassignments(None, TIMEOUT) == {}
+
+
+def test_create_partitions_while_a_partition_moves_is_refused_as_kafka_does(cluster: Cluster) -> None:
+    store = started(cluster, 3, [1, 2])
+    assert alter(cluster, 1, [2, 3]) == (ErrorCode.NONE, None)
+    cluster.settle()
+    before = store.get("/brokers/topics/moving")
+    with pytest.raises(KafkaError) as refused:
+        cluster.nodes[1].admin.create_partitions("moving", 3)
+    assert (refused.value.code, refused.value.message) == (
+        ErrorCode.REASSIGNMENT_IN_PROGRESS, "A partition reassignment is in progress for the topic 'moving'.")
+    assert store.get("/brokers/topics/moving") == before
+    catch_up(cluster, store, [1, 2, 3])
+    assert sorted(cluster.nodes[1].admin.create_partitions("moving", 3)) == [2]
 
 
 @settings(max_examples=200, deadline=None)
