@@ -23,6 +23,7 @@ import contextlib
 import json
 import os
 import signal
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -182,8 +183,8 @@ def create_in_sync(side: Side, client: KafkaClient, topic: str, assignment: dict
 
 def produce(client: KafkaClient, topic: str, partition: int, count: int = 20) -> None:
     for i in range(count):
-        client.produce(topic, partition, [Record(offset=0, timestamp=0, key=None, value=b"%s-%d" % (topic.encode(), i))],
-                       acks=-1)
+        record = Record(offset=0, timestamp=int(time.time() * 1000), key=None, value=b"%s-%d" % (topic.encode(), i))
+        client.produce(topic, partition, [record], acks=-1)
 
 
 def codes(results: dict[Any, Any]) -> dict[Any, ErrorCode]:
@@ -329,7 +330,7 @@ def test_reassignments_that_cannot_be_done_are_refused_and_change_nothing(side: 
 
 def _batch() -> bytes:
     builder = RecordBatchBuilder(base_offset=0)
-    builder.append(Record(offset=0, timestamp=0, key=None, value=b"x"))
+    builder.append(Record(offset=0, timestamp=int(time.time() * 1000), key=None, value=b"x"))
     return bytes(builder.build())
 
 

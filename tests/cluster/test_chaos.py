@@ -1,0 +1,87 @@
+"""The model-based test of tests/cluster/chaos.py in its short form, for CI: a few sequences of about twenty steps on
+one three-broker cluster (fixed seeds, plus one new seed per run, printed so that a failure names it), and every
+sequence the long form ever failed on, replayed as it was found, as regression tests.
+
+The long form (hundreds of sequences; run it before a release, and after any change to the controller, the
+metadata cache or the replica manager)::
+
+    nice -n 10 .venv/bin/python -m tests.cluster.chaos --sequences 300 --failures chaos-failures.txt
+
+``SOFAKAFKA_CHAOS_SEED=<n>`` makes the "new seed" test run that seed (to replay a CI failure).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Iterator
+
+import pytest
+
+from tests.cluster import chaos
+
+FIXED_SEEDS = (11, 12)
+STEPS = 20
+
+
+class Worlds:
+    """The module's cluster; a failed sequence may leave it in any state, so the next test gets a new one."""
+
+    def __init__(self, factory: pytest.TempPathFactory) -> None:
+        self._factory = factory
+        self._world: chaos.World | None = None
+
+    def get(self) -> chaos.World:
+        if self._world is None:
+            self._world = chaos.World(self._factory.mktemp("chaos"))
+        return self._world
+
+    def discard(self) -> None:
+        if self._world is not None:
+            self._world.close()
+            self._world = None
+
+
+@pytest.fixture(scope="module")
+def worlds(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worlds]:
+    w = Worlds(tmp_path_factory)
+    try:
+        yield w
+    finally:
+        w.discard()
+
+
+def run(worlds: Worlds, **kwargs: object) -> None:
+    world = worlds.get()
+    lines: list[str] = []
+    outcome = chaos.run_sequence(world, out=lines.append, **kwargs)  # type: ignore[arg-type]
+    print("\n".join(lines))
+    if outcome.error is not None:
+        logs = world.logs()
+        worlds.discard()
+        pytest.fail(f"{outcome.report()}\n{logs[-15000:]}", pytrace=False)
+
+
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize("seed", FIXED_SEEDS)
+def test_fixed_seed(worlds: Worlds, seed: int) -> None:
+    run(worlds, seed=seed, steps=STEPS)
+
+
+@pytest.mark.timeout(1200)
+def test_a_new_seed(worlds: Worlds) -> None:
+    seed = int(os.environ.get("SOFAKAFKA_CHAOS_SEED") or random.randrange(1 << 30))
+    print(f"chaos seed {seed} (SOFAKAFKA_CHAOS_SEED={seed} replays it)")
+    run(worlds, seed=seed, steps=STEPS)
+
+
+# Sequences the long form failed on, as it printed them (trimmed to the steps that matter), each with what it
+# found; the fix is named in the commit that added it.
+REGRESSIONS: dict[str, list[chaos.Step]] = {
+}
+
+
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize("name", sorted(REGRESSIONS))
+def test_regression(worlds: Worlds, name: str) -> None:
+    run(worlds, replay=REGRESSIONS[name])
