@@ -497,6 +497,12 @@ class Runner:
     def admin(self) -> Iterator[KafkaClient]:
         up = self.model.up()
         assert up, "the generator keeps a broker up"
+        gone = set(self.model.uncertain())
+        if self.world.controller() in gone:
+            # A client's request to a frozen (or just killed) controller waits out its timeout and is sent again
+            # to the next one, which is elected once ZooKeeper expires the old one's session: wait for that
+            # here, so the answer checked is the new controller's.
+            wait("a new controller", lambda: self.world.controller() not in gone | {-1}, SETTLE_S)
         client = self.world.client(up)
         try:
             yield client
