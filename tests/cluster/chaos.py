@@ -599,7 +599,10 @@ class Runner:
         total = t.partitions + count
         if t.state == "live":
             allowed: set[ErrorCode] = set()
-            normal = {E.NONE if t.rf <= len(live) else E.INVALID_REPLICATION_FACTOR
+            # New partitions get partition 0's replica count (Kafka's rule), which a reassignment may have changed.
+            doc = self.world.topic(t.name)
+            rf = len(doc["partitions"]["0"]) if doc is not None and "0" in doc["partitions"] else t.rf
+            normal = {E.NONE if rf <= len(live) else E.INVALID_REPLICATION_FACTOR
                       for live in self.model.possible_live_sets()}
             if self.model.uncertain() or self._controller_unsure:
                 normal.add(E.REQUEST_TIMED_OUT)
