@@ -601,9 +601,13 @@ class Runner:
             allowed: set[ErrorCode] = set()
             # New partitions get partition 0's replica count (Kafka's rule), which a reassignment may have changed.
             doc = self.world.topic(t.name)
-            rf = len(doc["partitions"]["0"]) if doc is not None and "0" in doc["partitions"] else t.rf
+            rfs = {t.rf}
+            if doc is not None and "0" in doc["partitions"]:
+                replicas0 = doc["partitions"]["0"]
+                removing0 = doc.get("removing_replicas", {}).get("0", [])
+                rfs = {len(replicas0), len([r for r in replicas0 if r not in removing0])}  # moving or moved
             normal = {E.NONE if rf <= len(live) else E.INVALID_REPLICATION_FACTOR
-                      for live in self.model.possible_live_sets()}
+                      for live in self.model.possible_live_sets() for rf in rfs}
             if self.model.uncertain() or self._controller_unsure:
                 normal.add(E.REQUEST_TIMED_OUT)
             if self._moving(t.name):
