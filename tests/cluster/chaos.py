@@ -1080,6 +1080,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="start a new cluster after this many sequences (and after every failure)")
     parser.add_argument("--failures", type=Path, help="append each failure's report to this file")
     args = parser.parse_args(argv)
+    # SIGTERM ends the run like Ctrl-C: the cluster of the moment is stopped on the way out.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     base = args.dir or Path(tempfile.mkdtemp(prefix="sofakafka-chaos-"))
     first = args.seed if args.seed is not None else random.randrange(1 << 30)
     runs = 1 if args.replay else args.sequences
