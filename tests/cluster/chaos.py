@@ -761,6 +761,12 @@ class Runner:
     def op_restart(self, broker: int) -> str:
         if self.world.alive(broker):
             fail(f"restart of broker {broker}, which still runs")
+        if self.model.brokers[broker] == "dying":
+            # Killed a moment ago, its registration lives until ZooKeeper expires the session; a broker started
+            # meanwhile refuses to (the id is registered by another session), as Kafka 2.6 does. An operator, or
+            # a supervisor retrying, starts it once the registration is gone: so do we.
+            wait(f"broker {broker}'s old registration to expire", lambda: broker not in self.world.registered(),
+                 SETTLE_S)
         cl.restart_broker(self.world.directory, broker)
         address = self.world.cluster.state.brokers[broker]
         wait(f"broker {broker} registered and serving", lambda: broker in self.world.registered()
