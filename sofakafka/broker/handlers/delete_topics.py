@@ -14,6 +14,9 @@ NONE. A name repeated in one request is answered once.
 
 Version notes: v1 adds throttle time, v4 is flexible; the per-topic layout never changes (no error
 message before v5, which 2.6 does not have).
+
+Authorization (with an authorizer): DELETE on each topic, else TOPIC_AUTHORIZATION_FAILED (before whether
+it exists).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import asyncio
 
 from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.broker.handlers import _authz as authz
 from sofakafka.broker.handlers._controller import is_controller
 from sofakafka.broker.handlers.create_topics import wait_for_metadata
 from sofakafka.controller.metadata import ClusterMetadata
@@ -42,8 +46,13 @@ async def handle_delete_topics(ctx: RequestContext, request: DeleteTopicsRequest
     admin = ctx.broker.topic_admin
     results: dict[str, Result] = {}
     marked: list[str] = []
+    deletable = (authz.authorized_names(ctx, authz.AclOperation.DELETE, authz.ResourceType.TOPIC, names)
+                 if authz.enabled(ctx) else set(names))
     known = ctx.broker.metadata_cache.snapshot().topics
     for name in names:
+        if name not in deletable:
+            results[name] = Result(name=name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            continue
         if name not in known:
             results[name] = Result(name=name, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             continue
