@@ -319,3 +319,98 @@ def test_a_listed_reassignment_in_flight_stays_listed_when_its_new_broker_dies(c
     catch_up(cluster, store, [1, 2, 3])
     assert store.exists("/admin/reassign_partitions") is None
     assert read_json(store, "/brokers/topics/moving")["partitions"]["0"] == [2, 3]
+
+
+class Recorder:
+    """A StopReplica sender that records who was asked to delete what and answers NONE at once."""
+
+    def __init__(self, cluster: Cluster, controller: int = 1) -> None:
+        self.cluster, self.controller = cluster, controller
+        self.asked: set[tuple[int, TopicPartition]] = set()
+
+    def stop_replicas(self, broker_id: int, partitions: Sequence[TopicPartition]) -> None:
+        self.asked |= {(broker_id, tp) for tp in partitions}
+        self.cluster.nodes[self.controller].controller.replica_deletion_done(
+            broker_id, dict.fromkeys(partitions, ErrorCode.NONE))
+
+
+def test_a_deleted_topic_leaves_the_legacy_reassignment_znode(cluster: Cluster) -> None:
+    """A move started through /admin/reassign_partitions goes with its topic, and so does its entry: nothing else
+    would ever remove an entry that can no longer complete (the znode would stay for ever)."""
+    store = started(cluster, 3, [1, 2])
+    store.create("/admin/reassign_partitions", encode_reassignment({TP: [2, 3]}), makepath=True)
+    cluster.settle()
+    assert read_json(store, "/brokers/topics/moving")["adding_replicas"] == {"0": [3]}
+    store.create("/admin/delete_topics/moving", makepath=True)
+    cluster.settle()
+    assert store.exists("/brokers/topics/moving") is None
+    assert store.exists("/admin/reassign_partitions") is None
+
+
+def test_a_move_of_a_topic_being_deleted_is_not_completed_when_its_target_catches_up(cluster: Cluster) -> None:
+    """The move is abandoned with the topic: its target catching up (the ISR a leader wrote) does not rewrite the
+    topic znode of a topic being deleted; the deletion, waiting for broker 2 here, completes when 2 returns."""
+    store = started(cluster, 3, [1, 2])
+    assert alter(cluster, 1, [1, 3]) == (ErrorCode.NONE, None)
+    cluster.settle()
+    cluster.kill(2)
+    cluster.settle()
+    store.create("/admin/delete_topics/moving", makepath=True)
+    cluster.settle()
+    moving = store.get("/brokers/topics/moving")[0]
+    assert json.loads(moving)["adding_replicas"] == {"0": [3]}
+    catch_up(cluster, store, [1, 3])
+    assert store.get("/brokers/topics/moving")[0] == moving
+    cluster.start(2)
+    cluster.settle()
+    assert store.exists("/brokers/topics/moving") is None
+    assert cluster.nodes[1].controller.reassignments.list_partition_reassignments(None, TIMEOUT) == {}
+
+
+def test_partitions_added_in_a_race_with_the_deletion_marker_are_deleted_too(cluster: Cluster) -> None:
+    """A CreatePartitions that passed its check just before the marker was written adds a partition to a topic
+    being deleted: its replicas are asked to delete themselves with the rest, and none of its znodes stays."""
+    store = started(cluster, 3, [1, 2])
+    recorder = Recorder(cluster)
+    cluster.nodes[1].controller.set_stop_replica_sender(recorder)
+    cluster.kill(2)  # the deletion waits for broker 2's replicas: time for the racing write to land
+    cluster.settle()
+    store.create("/admin/delete_topics/moving", makepath=True)
+    cluster.settle()
+    assert store.exists("/brokers/topics/moving") is not None
+    data, stat = store.get("/brokers/topics/moving")
+    grown = TopicAssignment.decode("moving", data)
+    store.set("/brokers/topics/moving",
+              TopicAssignment({**grown.partitions, 2: [3, 1]}).encode(), stat.version)
+    cluster.settle()
+    cluster.start(2)
+    cluster.settle()
+    assert store.exists("/brokers/topics/moving") is None and store.exists("/admin/delete_topics/moving") is None
+    added = TopicPartition("moving", 2)
+    assert {(1, added), (3, added)} <= recorder.asked
+    # No leader was elected for the partition that slipped in, and nothing of it is left.
+    assert store.exists("/brokers/topics/moving/partitions") is None
+
+
+def test_a_new_controller_elects_no_leader_for_a_topic_being_deleted(cluster: Cluster) -> None:
+    """Kafka's controller starts its deletion manager before its partition state machine, and the latter skips
+    topics queued for deletion: a topic whose leader died with the old controller gets no new leader."""
+    for broker_id in (1, 2, 3):
+        cluster.start(broker_id)
+    cluster.nodes[1].admin.create_topic(NewTopic("doomed", assignments={0: [1, 2, 3]}))
+    cluster.settle()
+    store = cluster.nodes[2].store
+    cluster.kill(3)  # the deletion waits for broker 3
+    cluster.settle()
+    store.create("/admin/delete_topics/doomed", makepath=True)
+    cluster.settle()
+    before = state(store, "doomed", 0)
+    assert before.leader == 1
+    cluster.kill(1)  # the leader and the controller
+    cluster.settle()
+    assert cluster.active() == [2]
+    assert state(store, "doomed", 0).leader != 2
+    cluster.start(1)
+    cluster.start(3)
+    cluster.settle()
+    assert store.exists("/brokers/topics/doomed") is None
