@@ -36,7 +36,7 @@ background producer and the probes) is at its offset, every record the consumer 
 the consumer group sees the probes. An unclean election that succeeded is the one licence to lose records: the
 partition's earlier acknowledgements are forgotten.
 
-Run: ``python -m tests.cluster.chaos --sequences 300`` (the long form; docs/cluster.md), or through pytest
+Run: ``python -m tests.cluster.chaos --minutes 60`` (the long form; docs/cluster.md), or through pytest
 (tests/cluster/test_chaos.py: fixed seeds, one new seed per run, and the regression sequences). A failure prints
 the sequence as JSON with the command that replays it (``--replay '<json>'``).
 """
@@ -49,6 +49,7 @@ import itertools
 import json
 import os
 import random
+import shutil
 import signal
 import sys
 import tempfile
@@ -1077,7 +1078,10 @@ def run_sequence(world: World, *, seed: int | None = None, steps: int = 20, repl
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.cluster.chaos", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sequences", type=int, default=1, help="how many sequences (the long form: hundreds)")
+    parser.add_argument("--sequences", type=int,
+                        help="how many sequences (the long form: hundreds); default 1, or no limit with --minutes")
+    parser.add_argument("--minutes", type=float,
+                        help="start no new sequence after this many minutes (the one running finishes)")
     parser.add_argument("--steps", type=int, default=20, help="steps per generated sequence")
     parser.add_argument("--seed", type=int, help="the first sequence's seed (then seed+1, ...); default random")
     parser.add_argument("--replay", help="a failed sequence's JSON, to run exactly that")
@@ -1090,12 +1094,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     base = args.dir or Path(tempfile.mkdtemp(prefix="sofakafka-chaos-"))
     first = args.seed if args.seed is not None else random.randrange(1 << 30)
-    runs = 1 if args.replay else args.sequences
+    runs = 1 if args.replay else args.sequences if args.sequences is not None else 1 if args.minutes is None \
+        else 1 << 30
+    until = None if args.minutes is None else time.monotonic() + args.minutes * 60
     failures = 0
+    done = 0
     world: World | None = None
     used = 0
     try:
         for n in range(runs):
+            if until is not None and time.monotonic() >= until:
+                break
             if world is None:
                 world = World(base / f"cluster-{n}")
                 used = 0
@@ -1103,6 +1112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             outcome = run_sequence(world, seed=seed, steps=args.steps,
                                    replay=json.loads(args.replay) if args.replay else None)
             used += 1
+            done += 1
             sys.stdout.flush()
             if outcome.error is not None:
                 failures += 1
@@ -1115,7 +1125,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if world is not None:
             world.close()
-    print(f"{runs} sequences, {failures} failed")
+        # Also on Ctrl-C or SIGTERM: what ran until then.
+        print(f"{done} sequences, {failures} failed", flush=True)
+        if args.dir is None and not failures:
+            shutil.rmtree(base, ignore_errors=True)  # a temporary directory of ours, with nothing to look at
     return 1 if failures else 0
 
 

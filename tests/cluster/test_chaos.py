@@ -1,12 +1,12 @@
 """The model-based test of tests/cluster/chaos.py in its short form, for CI: two short sequences on one three-broker
 cluster (a fixed seed, plus one new seed per run, printed so that a failure names it), and every sequence the long
-form ever failed on, replayed as it was found, as regression tests. Short, because the whole suite's CI budget is
-shared: a couple of minutes of wall time here; the hundreds of long sequences are the long form's job.
+form ever failed on (trimmed to the steps that matter), as regression tests. Short, because the whole suite's CI
+budget is shared: a few minutes of wall time here; the long sequences are the long form's job.
 
-The long form (hundreds of sequences; run it before a release, and after any change to the controller, the
-metadata cache or the replica manager)::
+The long form (an hour or more of twenty-step sequences; run it before a release, and after any change to the
+controller, the metadata cache or the replica manager)::
 
-    nice -n 10 .venv/bin/python -m tests.cluster.chaos --sequences 300 --failures chaos-failures.txt
+    nice -n 10 .venv/bin/python -m tests.cluster.chaos --minutes 60 --failures chaos-failures.txt
 
 ``SOFAKAFKA_CHAOS_SEED=<n>`` makes the "new seed" test run that seed (to replay a CI failure), and
 ``SOFAKAFKA_CHAOS_STEPS=<n>`` gives both generated sequences more steps (the issue's "~20" is the long form's
