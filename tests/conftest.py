@@ -9,6 +9,8 @@ from tests import reference_data
 # Apache Kafka as the reference (issue 20): the reference broker, sofakafka with the same settings, the Java
 # scenario JVMs and Kafka's tools, for any test that asks for them by name.
 from tests.reference.fixtures import (  # noqa: F401
+    compared_brokers,
+    interop_brokers,
     kafka_tool,
     reference_kafka,
     reference_zookeeper,
@@ -22,6 +24,11 @@ settings.register_profile("dev", max_examples=50, deadline=None, suppress_health
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "scenario(name, **params): the Java scenario a test checks "
+                            "(tests/reference/scenarios.py starts a module's scenarios together)")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(reference_data.REFERENCE_OPTION, metavar="DIR", default=None,
                      help="the Kafka 2.6 reference (API-VERSIONS.md, message/*.json) for the checks that read "
@@ -32,3 +39,4 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def kafka_reference(pytestconfig: pytest.Config) -> Path:
     """The Kafka 2.6 reference directory; the test skips, saying why, when the run was not given one."""
     return reference_data.kafka_reference(pytestconfig)
+

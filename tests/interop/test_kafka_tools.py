@@ -18,8 +18,8 @@ import pytest
 
 from sofakafka.protocol.records import CompressionType, decode_records, iter_batches
 from tests.integration.conftest import BrokerProcess
-from tests.reference.fixtures import ScenarioJVMs
-from tests.reference.kafka import SHARED_SETTINGS, ReferenceKafka
+from tests.reference.fixtures import ComparedBrokers, ScenarioJVMs
+from tests.reference.kafka import SHARED_SETTINGS
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -27,14 +27,14 @@ Tool = Callable[..., subprocess.CompletedProcess[str]]
 
 
 @pytest.fixture(scope="module")
-def bootstrap(sofakafka_broker: BrokerProcess) -> str:
-    return sofakafka_broker.bootstrap
+def bootstrap(interop_brokers: ComparedBrokers) -> str:
+    return interop_brokers.sofakafka.bootstrap
 
 
 @pytest.fixture(scope="module")
-def reference(reference_kafka: ReferenceKafka) -> str:
+def reference(interop_brokers: ComparedBrokers) -> str:
     """Apache Kafka 2.6's address: where a tool's output is deterministic, it must read the same from both."""
-    return reference_kafka.bootstrap
+    return interop_brokers.kafka.bootstrap
 
 
 def same_output(tool: Tool, bootstrap: str, reference: str, main: str, *args: str) -> str:
@@ -229,7 +229,7 @@ def test_kafka_leader_election(kafka_tool: Tool, bootstrap: str, reference: str)
     assert unclean.startswith("Valid replica already elected for partitions"), unclean
 
 
-def test_kafka_log_dirs(kafka_tool: Tool, bootstrap: str, sofakafka_broker: BrokerProcess) -> None:
+def test_kafka_log_dirs(kafka_tool: Tool, bootstrap: str, interop_brokers: ComparedBrokers) -> None:
     produce_lines(kafka_tool, bootstrap, "tool-logdirs", [f"v{i}" for i in range(5)])
     out = kafka_tool("kafka.admin.LogDirsCommand", ["--bootstrap-server", bootstrap, "--describe",
                                                     "--broker-list", "0", "--topic-list", "tool-logdirs"]).stdout
@@ -237,7 +237,7 @@ def test_kafka_log_dirs(kafka_tool: Tool, bootstrap: str, sofakafka_broker: Brok
     (broker,) = info["brokers"]
     assert broker["broker"] == 0
     (log_dir,) = broker["logDirs"]
-    assert Path(log_dir["logDir"]) == sofakafka_broker.data_dir and log_dir["error"] is None
+    assert Path(log_dir["logDir"]) == interop_brokers.sofakafka.data_dir and log_dir["error"] is None
     (partition,) = log_dir["partitions"]
     assert partition["partition"] == "tool-logdirs-0" and partition["size"] > 0 and partition["offsetLag"] == 0
 
@@ -287,11 +287,13 @@ def written_by_sofakafka(tmp_path_factory: pytest.TempPathFactory, scenario_jvms
                                                                "log.index.interval.bytes": "1024"}).start()
     try:
         jvm = scenario_jvms["clients-2.6"]
-        for codec in ("gzip", "snappy", "lz4", "zstd"):
-            jvm.run("producer.compression", broker.bootstrap, topic=f"dump-{codec}", codec=codec)
-        jvm.run("producer.headers", broker.bootstrap, topic="dump-headers")
-        jvm.run("producer.idempotent", broker.bootstrap, topic="dump-idempotent", records=3000)
-        jvm.run("producer.big_batches", broker.bootstrap, topic="dump-big", records=4000, batchSize=16384)
+        runs = [("producer.big_batches", {"topic": "dump-big", "records": 4000, "batchSize": 16384}),
+                *(("producer.compression", {"topic": f"dump-{c}", "codec": c}) for c in ("gzip", "snappy", "lz4", "zstd")),
+                ("producer.headers", {"topic": "dump-headers"}),
+                ("producer.idempotent", {"topic": "dump-idempotent", "records": 3000})]
+        futures = [(name, jvm.submit(name, broker.bootstrap, **params)) for name, params in runs]
+        for name, future in futures:
+            jvm.result(future, name, broker.bootstrap)
         assert broker.stop() == 0, broker.log_tail()
         yield broker.data_dir
     finally:
