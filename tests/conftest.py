@@ -40,3 +40,9 @@ def kafka_reference(pytestconfig: pytest.Config) -> Path:
     """The Kafka 2.6 reference directory; the test skips, saying why, when the run was not given one."""
     return reference_data.kafka_reference(pytestconfig)
 
+
+@pytest.fixture(scope="session")
+def kafka_message_json(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory with Kafka 2.6's ``message/*.json``: from the reference directory when one is given, else out
+    of the kafka-clients 2.6 jar scripts/test.sh resolves (so these checks run in CI); skips without either."""
+    return reference_data.kafka_message_json(pytestconfig, tmp_path_factory.mktemp("kafka-message-json"))
