@@ -17,6 +17,7 @@ from tests.reference.fixtures import (  # noqa: F401
     scenario_jvms,
     sofakafka_broker,
 )
+from tests.reference.scenarios import FULL_ENV, INTEROP_FULL
 
 # CI gets more examples than a developer's quick loop; both stay bounded.
 settings.register_profile("ci", max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -27,6 +28,17 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.ge
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "scenario(name, **params): the Java scenario a test checks "
                             "(tests/reference/scenarios.py starts a module's scenarios together)")
+    config.addinivalue_line("markers", f"long_form: runs only in the long form of the interop tests ({FULL_ENV}=1; "
+                            "docs/compatibility.md); deselected otherwise")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if INTEROP_FULL:
+        return
+    long_form = [item for item in items if item.get_closest_marker("long_form")]
+    if long_form:
+        config.hook.pytest_deselected(items=long_form)
+        items[:] = [item for item in items if not item.get_closest_marker("long_form")]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -10,7 +10,7 @@ scenarios, not their sum, and each test still passes or fails on its own, with i
 
 The long form: ``SOFAKAFKA_INTEROP_FULL=1`` runs every scenario with every client version and every variant
 (codec, assignor); CI runs the representative subset each test names with :func:`clients` and :func:`variants`
-(docs/compatibility.md says which).
+(the rest is marked ``long_form`` and deselected: tests/conftest.py; docs/compatibility.md says which).
 """
 
 from __future__ import annotations
@@ -38,15 +38,19 @@ LONGEST_FIRST = ("consumer.rebalance_under_load", "streams.word_count", "produce
                  "consumer.subscribe", "producer.large_record", "consumer.static_membership", "admin.groups")
 
 
+long_form = pytest.mark.long_form
+
+
 def clients(*in_ci: str) -> pytest.MarkDecorator:
-    """Parametrize ``client``: the given versions in CI (default: all), every version in the long form."""
-    chosen = CLIENT_VERSIONS if INTEROP_FULL or not in_ci else in_ci
-    return pytest.mark.parametrize("client", chosen)
+    """Parametrize ``client`` over every version; those not given (default: none left out) are long form only."""
+    return pytest.mark.parametrize("client", variants(CLIENT_VERSIONS, in_ci or CLIENT_VERSIONS))
 
 
-def variants(in_ci: Sequence[Any], every: Sequence[Any]) -> Sequence[Any]:
-    """The variants (codecs, assignors) a parametrization runs: ``in_ci`` in CI, ``every`` in the long form."""
-    return every if INTEROP_FULL else in_ci
+def variants(every: Sequence[Any], in_ci: Sequence[Any]) -> list[Any]:
+    """``every`` case as a parameter, those not ``in_ci`` marked long form (deselected in CI; tests/conftest.py).
+    A tuple case fills several argument names."""
+    return [pytest.param(*(case if isinstance(case, tuple) else (case,)), marks=() if case in in_ci else long_form)
+            for case in every]
 
 
 def scenario(name: str, *, per_broker: Mapping[str, Mapping[str, Any]] | None = None, serial: str | None = None,

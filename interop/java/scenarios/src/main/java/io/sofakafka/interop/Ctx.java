@@ -48,6 +48,11 @@ public final class Ctx {
         return v == null ? dflt : ((Number) v).intValue();
     }
 
+    /** The replication factor of the topics a scenario creates: {@code replicationFactor}, default 1. */
+    short rf() {
+        return (short) integer("replicationFactor", 1);
+    }
+
     @SuppressWarnings("unchecked")
     List<String> strings(String key) {
         Object v = params.get(key);
