@@ -39,7 +39,7 @@ from tests.interop.tools import (
 from tests.reference.fixtures import ScenarioJVMs
 from tests.reference.java import CLIENT_VERSIONS
 from tests.reference.kafka import ReferenceCluster, unique_chroot
-from tests.reference.scenarios import Outcome, long_form, scenario, start_scenarios
+from tests.reference.scenarios import Outcome, long_form, scenario
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -109,7 +109,10 @@ SCENARIOS: list[tuple[str, str | None, dict[str, Any]]] = [
     ("consumer.offsets_for_times", None, {"topic": "times"}),
     ("consumer.pause_resume", None, {"topic": "pause"}),
     ("consumer.rebalance_under_load", "clients-2.6", {"topic": "load", "group": "load", "records": 10000}),
+    ("streams.word_count", "clients-2.6", {"applicationId": "wordcount"}),
 ]
+# Kafka Streams 2.6 is on the kafka-clients 2.6 JVM's classpath only.
+STREAMS_CLIENT = "clients-2.6"
 # Results that legitimately differ run to run (how many duplicates a rebalance caused): checked on each side.
 CHECKED_ON_EACH_SIDE = {"consumer.rebalance_under_load"}
 # Set the brokers' dynamic configs, which every description shows: never beside another one.
@@ -120,21 +123,18 @@ CASES = [
                  marks=[scenario(name, serial=SERIAL.get(name), **params)] + ([] if client == in_ci else [long_form]))
     for name, in_ci, params in SCENARIOS
     for client in CLIENT_VERSIONS
+    if not name.startswith("streams.") or client == STREAMS_CLIENT
 ]
 
 
 @pytest.fixture(scope="module")
-def started(request: pytest.FixtureRequest, scenario_jvms: ScenarioJVMs, clusters: Clusters) -> dict[str, Outcome]:
-    return start_scenarios(request, scenario_jvms, clusters.bootstraps, common={"replicationFactor": 3})
+def bootstraps(clusters: Clusters) -> dict[str, str]:
+    return clusters.bootstraps
 
 
-@pytest.fixture
-def outcome(request: pytest.FixtureRequest, started: dict[str, Outcome], scenario_jvms: ScenarioJVMs,
-            clusters: Clusters) -> Outcome:
-    if request.node.nodeid not in started:
-        started.update(start_scenarios(request, scenario_jvms, clusters.bootstraps, common={"replicationFactor": 3},
-                                       started=started))
-    return started[request.node.nodeid]
+@pytest.fixture(scope="module")
+def scenario_common() -> dict[str, Any]:
+    return {"replicationFactor": 3}
 
 
 @pytest.mark.parametrize(("name", "client"), CASES)
@@ -150,6 +150,9 @@ def test_java_scenario_on_three_brokers(outcome: Outcome, name: str, client: str
         assert r["createReplicationFactorAboveBrokers"] == "InvalidReplicationFactorException"
     elif name == "admin.reassign":
         assert r["moved"] is True
+    elif name == "streams.word_count":
+        assert r["tasksWhileTwo"] == [4, 4] and r["kafkaCount"] == 5
+        assert {t["replicas"] for t in r["internalTopics"].values()} == {3}
 
 
 # ---- Kafka's tools ----------------------------------------------------------------------------------------------

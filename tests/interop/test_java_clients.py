@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.reference.fixtures import ComparedBrokers, ScenarioJVMs
 from tests.reference.java import CLIENT_VERSIONS
-from tests.reference.scenarios import Outcome, clients, scenario, start_scenarios, variants
+from tests.reference.scenarios import Outcome, clients, scenario, variants
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -27,26 +26,6 @@ ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky")
 # Broker keys Kafka 2.6 changes at run time (dynamic per broker and cluster-wide); the Admin scenario sets each.
 DYNAMIC_BROKER_KEYS = ("log.cleaner.threads", "message.max.bytes", "log.retention.ms", "num.io.threads",
                        "log.segment.bytes", "compression.type", "unclean.leader.election.enable")
-
-
-@pytest.fixture(scope="module")
-def bootstraps(interop_brokers: ComparedBrokers) -> dict[str, str]:
-    return interop_brokers.bootstraps
-
-
-@pytest.fixture(scope="module")
-def started(request: pytest.FixtureRequest, scenario_jvms: ScenarioJVMs, bootstraps: dict[str, str]) -> dict[str, Outcome]:
-    """Every collected test's scenario, on both brokers, submitted when the module's first test starts."""
-    return start_scenarios(request, scenario_jvms, bootstraps)
-
-
-@pytest.fixture
-def outcome(request: pytest.FixtureRequest, started: dict[str, Outcome], scenario_jvms: ScenarioJVMs,
-            bootstraps: dict[str, str]) -> Outcome:
-    """This test's scenario on both brokers (started with the module's others, or now if it was not)."""
-    if request.node.nodeid not in started:
-        started.update(start_scenarios(request, scenario_jvms, bootstraps, started=started))
-    return started[request.node.nodeid]
 
 
 @clients()
