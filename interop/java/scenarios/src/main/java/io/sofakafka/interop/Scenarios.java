@@ -41,6 +41,7 @@ public final class Scenarios {
         AdminScenarios.register();
         ProducerScenarios.register();
         ConsumerScenarios.register();
+        MigrationScenarios.register();
         // Kafka Streams is on the classpath only when the tests ask for it.
         try {
             Class.forName("org.apache.kafka.streams.KafkaStreams");
@@ -114,7 +115,10 @@ public final class Scenarios {
             if (s == null) throw new IllegalArgumentException("no scenario named " + name + "; known: " + REGISTRY.keySet());
             Map<String, Object> params = (Map<String, Object>) req.getOrDefault("params", Map.of());
             System.err.println("=== scenario " + name + " against " + req.get("bootstrap") + " " + params);
+            long started = System.nanoTime();
             Object result = s.run(new Ctx((String) req.get("bootstrap"), params));
+            System.err.printf("=== scenario %s against %s done in %d ms%n", name, req.get("bootstrap"),
+                (System.nanoTime() - started) / 1_000_000);
             answer.put("ok", true);
             answer.put("result", result);
         } catch (Throwable t) {
