@@ -14,13 +14,19 @@ from sofakafka.protocol.records import CompressionType, decode_records, iter_bat
 Tool = Callable[..., subprocess.CompletedProcess[str]]
 
 
-def same_output(tool: Tool, bootstrap: str, reference: str, main: str, *args: str) -> str:
+_LOG_TIME = re.compile(r"^\[\d{4}-\d\d-\d\d [\d:,]+\]", re.MULTILINE)  # a log4j line's time stamp
+
+
+def same_output(tool: Tool, bootstrap: str, reference: str, main: str, *args: str,
+                normalise: Callable[[str], str] = lambda text: text) -> str:
     """Run one tool invocation against sofakafka and against Kafka 2.6 (``{b}`` in an argument is the broker's
-    address) and require the same stdout and stderr, the addresses aside; returns sofakafka's stdout."""
+    address) and require the same stdout and stderr, the addresses and log time stamps aside (and whatever
+    ``normalise`` takes out of stdout); returns sofakafka's stdout."""
     outs = {}
     for name, b in (("sofakafka", bootstrap), ("kafka", reference)):
         r = tool(main, [a.replace("{b}", b) for a in args])
-        outs[name] = (r.stdout.replace(b, "{b}"), r.stderr.replace(b, "{b}"))
+        outs[name] = (normalise(r.stdout.replace(b, "{b}")),
+                      _LOG_TIME.sub("[<time>]", r.stderr.replace(b, "{b}")))
     assert outs["sofakafka"] == outs["kafka"], (
         f"{main} {' '.join(args)} printed differently:\n--- sofakafka\n{outs['sofakafka'][0]}{outs['sofakafka'][1]}"
         f"\n--- kafka 2.6\n{outs['kafka'][0]}{outs['kafka'][1]}")

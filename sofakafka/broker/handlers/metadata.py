@@ -15,6 +15,11 @@ Version notes: v1 adds the controller id, racks, ``is_internal`` and null for "a
 v3 throttle time; v4 ``allow_auto_topic_creation``; v5 offline replicas; v7 leader epochs; v8 authorized
 operations (bit fields of AclOperation codes, every operation allowed while no authorizer is configured; the
 INT32 minimum when not asked for); v9 is the flexible encoding.
+
+Authorization (with an authorizer, as Kafka 2.6): a topic needs DESCRIBE to be listed. Asked for all topics,
+the others are left out without a trace; asked by name, they are answered TOPIC_AUTHORIZATION_FAILED without
+saying whether they exist. Auto-creation needs CREATE on the cluster or on the topic, else the missing topic
+is TOPIC_AUTHORIZATION_FAILED. Authorized operations (v8+) are the principal's own.
 """
 
 from __future__ import annotations
@@ -22,11 +27,14 @@ from __future__ import annotations
 import logging
 
 from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.broker.handlers import _authz as authz
 from sofakafka.controller.metadata import ClusterMetadata, TopicMetadata
 from sofakafka.controller.topics import NewTopic, validate_topic_name
+from sofakafka.protocol.acl import CLUSTER_NAME
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode, KafkaError
 from sofakafka.protocol.messages.metadata import MetadataRequest, MetadataResponse
+from sofakafka.security.authorizer import authorized_operations_bits
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +69,18 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
     allow_create = (broker.config.get_bool("auto.create.topics.enable")
                     and (version < 4 or request.allow_auto_topic_creation) and not requested_all)
     topics: list[Topic] = []
+    may_create: set[str] | None = None
+    if authz.enabled(ctx):
+        describable = authz.authorized_names(ctx, authz.AclOperation.DESCRIBE, authz.ResourceType.TOPIC, names,
+                                             log_if_denied=not requested_all)
+        if not requested_all:
+            topics.extend(Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=n, is_internal=False,
+                                partitions=[]) for n in names if n not in describable)
+        names = [n for n in names if n in describable]
+        missing = [n for n in names if n not in snap.topics]
+        if allow_create and missing and not authz.authorize_cluster(ctx, authz.AclOperation.CREATE,
+                                                                    log_if_denied=False):
+            may_create = authz.authorized_names(ctx, authz.AclOperation.CREATE, authz.ResourceType.TOPIC, missing)
     for name in names:
         found = snap.topics.get(name)
         if found is not None:
@@ -68,15 +88,19 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
             continue
         error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if allow_create and name not in snap.deleting:
-            error = await _auto_create(ctx, name)
+            if may_create is not None and name not in may_create:
+                error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            else:
+                error = await _auto_create(ctx, name)
         topics.append(Topic(error_code=error, name=name, is_internal=False, partitions=[]))
     return MetadataResponse(
         brokers=_brokers(ctx, snap),
         cluster_id=snap.cluster_id,
         controller_id=snap.controller_id,
         topics=topics,
-        cluster_authorized_operations=(CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
-                                       else AUTHORIZED_OPERATIONS_OMITTED),
+        cluster_authorized_operations=(
+            _authorized_operations(ctx, authz.ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)
+            if request.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED),
     )
 
 
@@ -142,5 +166,16 @@ def _topic(topic: TopicMetadata, version: int, include_operations: bool, ctx: Re
         name=topic.name,
         is_internal=topic.is_internal,
         partitions=partitions,
-        topic_authorized_operations=TOPIC_OPERATIONS if include_operations else AUTHORIZED_OPERATIONS_OMITTED,
+        topic_authorized_operations=(_authorized_operations(ctx, authz.ResourceType.TOPIC, topic.name, TOPIC_OPERATIONS)
+                                     if include_operations else AUTHORIZED_OPERATIONS_OMITTED),
     )
+
+
+def _authorized_operations(ctx: RequestContext, resource_type: authz.ResourceType, name: str, supported: int) -> int:
+    """KIP-430 bits: everything supported without an authorizer, else what the principal may do."""
+    authorizer = ctx.broker.authorizer
+    if authorizer is None:
+        return supported
+    ops = [op for op in authz.AclOperation if supported & (1 << op)]
+    return authorized_operations_bits(authorizer.authorized_operations(ctx.principal, ctx.client_host,
+                                                                       resource_type, name, ops))
