@@ -17,6 +17,7 @@ from tests.reference.fixtures import (  # noqa: F401
     scenario_jvms,
     secured_reference_kafka,
     secured_sofakafka_broker,
+    secured_zookeeper_sofakafka,
     sofakafka_broker,
 )
 from tests.reference.scenarios import FULL_ENV, INTEROP_FULL
