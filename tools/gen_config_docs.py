@@ -77,6 +77,10 @@ def describe_validator(fn: Callable[..., Any] | None) -> str:
         return "list of `delete`, `compact` (at least one)"
     if factory == "throttled_replicas_error":
         return "`*` or a list of `partitionId:brokerId`"
+    if factory == "_ldc_model":
+        return "an LDC model as JSON (docs/ldc.md)"
+    if factory == "_router_rules":
+        return "routing rules as JSON (docs/ldc.md)"
     if factory == "_any":
         return ""
     if factory == "_authorizer_class":
@@ -140,11 +144,10 @@ def render() -> str:
         "type. Keys marked *not applicable* are accepted and checked so Kafka's files load, but sofakafka has",
         "no use for them (one asyncio loop replaces Kafka's thread pools).",
         "",
-        "Accepting a key does not mean the feature behind it exists yet. SSL and SASL listeners, the",
-        "authorizer and transactions are not there yet: their keys (`ssl.*`, `sasl.*`,",
-        "`authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found`,",
-        "`transaction.state.log.*`) are parsed, checked and reported by DescribeConfigs, and have no",
-        "other effect today.",
+        "Accepting a key does not mean the feature behind it exists yet. SSL and SASL listeners and the",
+        "authorizer are not there yet: their keys (`ssl.*`, `sasl.*`, `authorizer.class.name`,",
+        "`super.users`, `allow.everyone.if.no.acl.found`) are parsed, checked and reported by",
+        "DescribeConfigs, and have no other effect today.",
         "",
         "## Broker configuration (`server.properties`)",
         "",

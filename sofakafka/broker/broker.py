@@ -45,6 +45,7 @@ from sofakafka.broker.context import StopRequestPartitions
 from sofakafka.broker.controlled_shutdown import ControlledShutdownSender, inter_broker_connection
 from sofakafka.broker.fetch_session import FetchSessionCache
 from sofakafka.broker.group import GroupCoordinator
+from sofakafka.broker.group_filters import SWEEP_INTERVAL_S, GroupFilterRegistry
 from sofakafka.broker.handlers import load_handlers
 from sofakafka.broker.handlers.stop_replica import (
     EPOCH_DURING_DELETE,
@@ -58,7 +59,10 @@ from sofakafka.broker.producer_id_manager import ProducerIdManager
 from sofakafka.broker.replica_manager import ReplicaManager
 from sofakafka.broker.replication import Replication
 from sofakafka.broker.server import SocketServer
+from sofakafka.broker.transaction_topic import TransactionCoordinatorRuntime
+from sofakafka.broker.txn import TransactionCoordinator
 from sofakafka.client import ClientError
+from sofakafka.client.security import ClientSecurity
 from sofakafka.controller.embedded import EmbeddedMetadataServer
 from sofakafka.controller.kafka_controller import KafkaController
 from sofakafka.controller.metadata import ClusterMetadata, MetadataCache
@@ -118,6 +122,8 @@ class Broker:
         self._producer_ids: ProducerIdManager | None = None
         self._logs_loaded = False
         self._groups: GroupCoordinatorRuntime | None = None
+        self._group_filters: GroupFilterRegistry | None = None
+        self._txns: TransactionCoordinatorRuntime | None = None
         self._periodic: list[asyncio.Task[None]] = []
         self._metadata_dirty = False
         self._metadata_task: asyncio.Task[None] | None = None
@@ -176,6 +182,17 @@ class Broker:
         return self._groups
 
     @property
+    def transaction_coordinator(self) -> TransactionCoordinator:
+        """Transactional ids and their transactions (sofakafka.broker.txn's API); loop thread only."""
+        return self.transaction_runtime.coordinator
+
+    @property
+    def transaction_runtime(self) -> TransactionCoordinatorRuntime:
+        """The coordinator's link to ``__transaction_state``, its markers (both sides) and verification."""
+        assert self._txns is not None, "broker not started"
+        return self._txns
+
+    @property
     def authorizer(self) -> AclAuthorizer | None:
         """Kafka's ACL authorizer when ``authorizer.class.name`` is set, else None (everything allowed)."""
         return self.security.authorizer
@@ -186,8 +203,19 @@ class Broker:
         return self.security.metadata
 
     @property
+    def inter_broker_security(self) -> ClientSecurity | None:
+        """This broker's login on the inter-broker listener (None for PLAINTEXT)."""
+        return self.security.inter_broker
+
+    @property
     def metadata_cache(self) -> MetadataCache:
         return self.node.cache
+
+    @property
+    def group_filters(self) -> GroupFilterRegistry:
+        """Server-side filters of consumer groups and their members (group_filters.py)."""
+        assert self._group_filters is not None, "broker not started"
+        return self._group_filters
 
     @property
     def topic_admin(self) -> TopicAdmin:
@@ -305,11 +333,15 @@ class Broker:
         await self.run_blocking(self._log_manager.startup)
         self._logs_loaded = True
         self._replica_manager = ReplicaManager(self.broker_id, self._log_manager)
+        self._replica_manager.txn_verification = config.get_bool("transaction.partition.verification.enable")
         self._replication = Replication(config, self.broker_id, self._replica_manager, self.store,
                                         self._node.cache.snapshot, self.run_blocking,
                                         security=self.security.inter_broker)
         self._replication.start()
         self._groups = GroupCoordinatorRuntime.start(self)
+        self._group_filters = GroupFilterRegistry(self.store)
+        await self.run_blocking(self._group_filters.start)
+        self._txns = TransactionCoordinatorRuntime.start(self, self._groups.on_txn_marker)
         self._node.cache.add_listener(self._on_metadata_changed)
         await self._apply_metadata()
         self._start_periodic_tasks()
@@ -391,6 +423,8 @@ class Broker:
         if self._groups is not None:
             # After leadership settled: the coordinator loads the offsets partitions we now lead.
             self._groups.on_metadata_applied(snap)
+        if self._txns is not None:
+            self._txns.on_metadata_applied(snap)
 
     # -- StopReplica --------------------------------------------------------------------------------------------------
     # StopReplicaSender: the controller (on its thread) asks for the replicas of a topic being deleted. Ours go the
@@ -555,6 +589,18 @@ class Broker:
             # The log manager owns the cleaner: its truncations and deletions pause it around their work.
             self._cleaner = lm.cleaner
             self._every("log cleaner", config.get_int("log.cleaner.backoff.ms"), lm.clean_compacted_logs)
+        self._periodic.append(asyncio.get_running_loop().create_task(self._sweep_filtered_groups(),
+                                                                     name="filtered-group members"))
+
+    async def _sweep_filtered_groups(self) -> None:
+        """Members of filtered groups that left by session expiry are dropped from what fetches are matched
+        against (group_filters.py); joins and leaves are published by their handlers at once."""
+        while True:
+            await asyncio.sleep(SWEEP_INTERVAL_S)
+            try:
+                await self.group_filters.sweep(self.group_coordinator, self.run_blocking)
+            except Exception:
+                log.exception("publishing the members of filtered groups failed")
 
     def _every(self, name: str, interval_ms: int, work: Callable[[], object]) -> None:
         if interval_ms <= 0:
@@ -585,6 +631,8 @@ class Broker:
             self._replica_manager.begin_shutdown()
         if self._groups is not None:
             await self._groups.shutdown()
+        if self._txns is not None:
+            await self._txns.shutdown()
         if not await self.server.drain(SHUTDOWN_DRAIN_SECONDS):
             log.warning("closing connections with requests still in flight after %.0f s", SHUTDOWN_DRAIN_SECONDS)
         await self.server.close_connections()
@@ -639,6 +687,8 @@ class Broker:
         loop = asyncio.get_running_loop()
 
         def stop() -> None:
+            if self._group_filters is not None:
+                _quietly("group filters", self._group_filters.close)
             if self._node is not None:
                 _quietly("controller", self._node.shutdown)
             if self._replica_manager is not None:

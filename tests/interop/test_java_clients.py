@@ -116,13 +116,29 @@ def test_producer_ten_megabyte_record(outcome: Outcome, client: str) -> None:
 
 
 @clients()
-@scenario("producer.transactions", topic="txn", transactionalId="txn", per_broker={"sofakafka": {"maxBlockMs": 3000}})
+@scenario("producer.transactions", topic="txn", transactionalId="txn")
 def test_producer_transactions(outcome: Outcome, client: str) -> None:
-    """The hook for issue 11: Apache Kafka runs it; sofakafka has no transaction coordinator yet, so its run is
-    expected to fail (strict: this test fails as soon as transactions work, to be turned into ``same()``)."""
-    assert outcome.on("kafka") == {"readCommitted": ["committed"]}
-    with pytest.raises(AssertionError, match=r"TimeoutException|CoordinatorNotAvailable"):
-        outcome.on("sofakafka")
+    assert outcome.same() == {"readCommitted": ["committed"]}
+
+
+@clients()
+@scenario("transactions.two_topics", topic="txn2", transactionalId="txn2")
+def test_transactions_across_two_topics_with_read_committed_consumers(outcome: Outcome, client: str) -> None:
+    """Commit, abort, commit, abort across two topics, then a newer instance fences the producer: read_committed
+    sees exactly the committed records in order, read_uncommitted everything, from both brokers alike."""
+    r = outcome.same()
+    assert sum(len(v) for v in r["readCommitted"].values()) == 21
+    assert r["readUncommittedCount"] == 42
+
+
+@clients()
+@scenario("transactions.consume_transform_produce", topic="ctp", group="ctp", transactionalId="ctp", records=40)
+def test_transactions_consume_transform_produce(outcome: Outcome, client: str) -> None:
+    """sendOffsetsToTransaction with a read_committed consumer group, one transaction aborted and its input read
+    again: every input exactly once in the output, the group's offsets at the input's end."""
+    r = outcome.same()
+    assert r["output"] == 40 and r["abortedTransactions"] == 1
+    assert sorted(r["committedOffsets"].values()) == [20, 20]
 
 
 @clients()

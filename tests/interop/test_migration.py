@@ -11,9 +11,8 @@ log start and end offsets, the topics' configs, the group's offsets and metadata
 after the move, and the data must go on (``migration.resume``: the group resumes at its offsets, an idempotent
 producer appends after the old end).
 
-Transactions: Kafka also writes committed and aborted transactions, which sofakafka serves read_committed as
-Kafka did. sofakafka cannot write transactions yet (issue 11): the reverse move has none until then
-(``transactions=True`` in :func:`from_sofakafka` is the hook).
+Transactions: each side writes committed and aborted transactions (issue 11 gave sofakafka a transaction
+coordinator), which the other serves read_committed as the writer did.
 """
 
 from __future__ import annotations
@@ -109,7 +108,7 @@ def moves(tmp_path_factory: pytest.TempPathFactory, reference_zookeeper: ZooKeep
         sofakafka = sofakafka_on(base, zk, base / "data").start()
         return move(scenario_jvms, sofakafka,
                     lambda s: kafka_on(tmp_path_factory.mktemp("kafka-serves"), zk, s.data_dir),
-                    "from-sofakafka", transactions=False)
+                    "from-sofakafka", transactions=True)
 
     with ThreadPoolExecutor(2) as pool:
         futures = {"from_kafka": pool.submit(from_kafka), "from_sofakafka": pool.submit(from_sofakafka)}

@@ -29,14 +29,10 @@ def test_word_count_at_least_once_two_instances_rebalancing(outcome: Outcome) ->
     assert internal["counts-store-repartition"]["partitions"] == 4
 
 
-@scenario("streams.word_count", applicationId="wordcount-eos", guarantee="exactly_once",
-          per_broker={"sofakafka": {"maxBlockMs": 5000, "runningTimeoutMs": 20000}})
+@scenario("streams.word_count", applicationId="wordcount-eos", guarantee="exactly_once")
 def test_word_count_exactly_once(outcome: Outcome) -> None:
-    """The hook for issue 11: Apache Kafka runs it; sofakafka has no transaction coordinator yet, so the
-    application's transactional producers never initialise there and Streams 2.6, which retries that without
-    end, never gets to RUNNING (strict: this fails as soon as transactions work, to become ``outcome.same()``
-    with the checks above)."""
-    r = outcome.on("kafka")
-    assert r["tasksWhileTwo"] == [4, 4] and r["kafkaCount"] == 5
-    with pytest.raises(AssertionError, match=r"waiting for instance-1 to be RUNNING"):
-        outcome.on("sofakafka")
+    """The same application with exactly_once (issue 11's transactions): its producers are transactional and
+    its consumers read_committed, and the counts must be exact and alike on both brokers."""
+    r = outcome.same()
+    assert r["tasksWhileTwo"] == [4, 4] and r["groupMembersWhileTwo"] == 2
+    assert r["kafkaCount"] == 5

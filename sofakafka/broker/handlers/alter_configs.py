@@ -29,12 +29,14 @@ from collections.abc import Mapping
 from sofakafka.broker.config import CONFIG_KEYS, ConfigError, ConfigType, DynamicUpdateMode, parse_value
 from sofakafka.broker.handlers import RequestContext, handles
 from sofakafka.broker.handlers import _authz as authz
+from sofakafka.broker.handlers._group_configs import RESOURCE_GROUP, apply_group_configs
 from sofakafka.broker.handlers.describe_configs import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
     parse_broker_resource,
 )
 from sofakafka.controller.topics import validate_topic_name
+from sofakafka.ldc import LdcError, LdcModel, RoutingRules
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode, KafkaError
 from sofakafka.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
@@ -42,7 +44,7 @@ from sofakafka.storage.config import TOPIC_CONFIG_NAMES
 
 ResourceResponse = AlterConfigsResponse.AlterConfigsResourceResponse
 
-_TYPE_NAMES = {RESOURCE_TOPIC: "TOPIC", RESOURCE_BROKER: "BROKER", 8: "BROKER_LOGGER"}
+_TYPE_NAMES = {RESOURCE_TOPIC: "TOPIC", RESOURCE_BROKER: "BROKER", 8: "BROKER_LOGGER", RESOURCE_GROUP: "GROUP"}
 
 
 def resource_repr(resource_type: int, name: str) -> str:
@@ -53,6 +55,22 @@ def resource_repr(resource_type: int, name: str) -> str:
 def invalid_value(resource_type: int, name: str, reason: str) -> KafkaError:
     return KafkaError(ErrorCode.INVALID_REQUEST,
                       f"Invalid config value for resource {resource_repr(resource_type, name)}: {reason}")
+
+
+def validate_ldc_configs(configs: Mapping[str, str]) -> None:
+    """The routing rules name only cells of the stored model: checked on the cluster-default entity's whole
+    new config set, so neither a rule naming an unknown cell nor a model that drops a cell a rule uses is
+    ever stored."""
+    rules_text = configs.get("sofakafka.router.rules")
+    if not rules_text:
+        return
+    model_text = configs.get("sofakafka.ldc.model")
+    if not model_text:
+        raise ConfigError("sofakafka.router.rules", "routing rules need an LDC model (set sofakafka.ldc.model)")
+    try:
+        RoutingRules.from_text(rules_text, "rules.json").check(LdcModel.from_json(model_text))
+    except LdcError as exc:
+        raise ConfigError("sofakafka.router.rules", f"does not fit sofakafka.ldc.model: {exc}") from None
 
 
 def validate_broker_configs(broker_id: int | None, configs: Mapping[str, str]) -> None:
@@ -76,6 +94,8 @@ def validate_broker_configs(broker_id: int | None, configs: Mapping[str, str]) -
                                              f"must be specified: {', '.join(per_broker)}")
     for key_name, value in known.items():
         parse_value(CONFIG_KEYS[key_name], value)
+    if broker_id is None:
+        validate_ldc_configs(configs)
 
 
 def unknown_topic_as_kafka_answers(exc: KafkaError) -> KafkaError:
@@ -120,9 +140,11 @@ async def apply_configs(ctx: RequestContext, resource_type: int, name: str, conf
         await apply_topic_configs(ctx, name, configs, validate_only)
     elif resource_type == RESOURCE_BROKER:
         await apply_broker_configs(ctx, name, configs, validate_only)
+    elif resource_type == RESOURCE_GROUP:
+        await apply_group_configs(ctx, name, configs, validate_only)
     else:
         raise KafkaError(ErrorCode.INVALID_REQUEST,
-                         f"AlterConfigs is only supported for topics and brokers, but resource type is "
+                         f"AlterConfigs is only supported for topics, brokers and groups, but resource type is "
                          f"{_TYPE_NAMES.get(resource_type, resource_type)}")
 
 

@@ -42,6 +42,7 @@ public final class Scenarios {
         ProducerScenarios.register();
         ConsumerScenarios.register();
         MigrationScenarios.register();
+        TransactionScenarios.register();
         // Kafka Streams is on the classpath only when the tests ask for it.
         try {
             Class.forName("org.apache.kafka.streams.KafkaStreams");
