@@ -136,6 +136,24 @@ def list_of(*allowed: str) -> Validator:
     return check
 
 
+def parse_metrics_listener(value: str) -> tuple[str, int]:
+    """``http://host:port`` (an empty host or ``0.0.0.0`` binds every interface) -> (host, port)."""
+    match = re.fullmatch(r"http://(\[[0-9a-fA-F:.]+\]|[^:/\[\]]*):(\d{1,5})/?", value.strip())
+    if not match or int(match.group(2)) > 65535:
+        raise ValueError(f"must look like http://127.0.0.1:9308, got {value!r}")
+    return match.group(1).strip("[]"), int(match.group(2))
+
+
+def _metrics_listener(value: ConfigValue) -> str | None:
+    if value is None:
+        return None
+    try:
+        parse_metrics_listener(str(value))
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 _VERSION_RE = re.compile(r"^(0\.(8\.[0-2]|9\.0|10\.[0-2]|11\.0)|[12]\.[0-9]+)(\.[0-9]+)?(-IV[0-9]+)?$")
 
 
@@ -333,6 +351,10 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("follower.replication.throttled.rate", _T.LONG, LONG_MAX, "Bytes/s this follower fetches for throttled replicas (KIP-73): the per-broker dynamic value, else this file; a cluster default does not throttle (Kafka 2.6).", at_least(0), _CW),
     ConfigKey("replication.quota.window.num", _T.INT, 11, "Samples of the replication throttle rates.", at_least(1)),
     ConfigKey("replication.quota.window.size.seconds", _T.INT, 1, "Length of one replication throttle sample.", at_least(1)),
+    ConfigKey("quota.window.num", _T.INT, 11, "Samples of the client quota rates (KIP-13).", at_least(1)),
+    ConfigKey("quota.window.size.seconds", _T.INT, 1, "Length of one client quota sample.", at_least(1)),
+    ConfigKey("quota.producer.default", _T.LONG, LONG_MAX, "Deprecated static producer byte rate per client id, below every dynamic quota.", at_least(1)),
+    ConfigKey("quota.consumer.default", _T.LONG, LONG_MAX, "Deprecated static consumer byte rate per client id, below every dynamic quota.", at_least(1)),
     ConfigKey("fetch.max.bytes", _T.INT, 57671680, "Largest fetch response.", at_least(1024)),
     ConfigKey("max.incremental.fetch.session.cache.slots", _T.INT, 1000, "Incremental fetch sessions kept.", at_least(0)),
     ConfigKey("inter.broker.protocol.version", _T.STRING, "2.6-IV0", "Protocol spoken between brokers.", _kafka_version),
@@ -363,7 +385,11 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("transaction.remove.expired.transaction.cleanup.interval.ms", _T.INT, 3600000, "How often expired transactional ids are removed.", at_least(1)),
     # Kafka 3.6's name (KIP-890); 2.6 has no such check. Off gives 2.6's behaviour exactly.
     ConfigKey("transaction.partition.verification.enable", _T.BOOLEAN, True, "Refuse a transactional produce to a partition the transaction coordinator has not added to the producer's ongoing transaction (KIP-890 style)."),
+    # --- metrics (not a Kafka key: Kafka exposes JMX; this serves Prometheus's text format instead)
+    ConfigKey("metrics.listener", _T.STRING, None, "http://host:port where /metrics (Prometheus text format), /health and /ready are served; unset: off.", _metrics_listener),
     # --- sofakafka's own
+    ConfigKey("sofakafka.produce.audit.enable", _T.BOOLEAN, False, "Record who produced each batch (client id and address, producer id) in the compacted topic __sofakafka_produce_audit, for the console's message trace."),
+    ConfigKey("sofakafka.produce.audit.retention.ms", _T.LONG, 604800000, "retention.ms of __sofakafka_produce_audit (its cleanup.policy is compact,delete).", at_least(1)),
     ConfigKey("sofakafka.transaction.add.partitions.wait.ms", _T.INT, 100, "How long AddPartitionsToTxn waits for the producer's previous transaction to complete (its markers written) before answering CONCURRENT_TRANSACTIONS; 0 answers at once, as Kafka 2.6 does.", at_least(0)),
     ConfigKey("sofakafka.metadata.snapshot.interval.ops", _T.INT, 1000, "Embedded metadata store: journal records between compacted snapshots.", at_least(1)),
     ConfigKey("sofakafka.ldc.model", _T.STRING, None, "The LDC model (instance, cells, zones, cities) as JSON, kept as a cluster-wide dynamic config; written by `sofakafka ldc`, read by LDC clients and the router (docs/ldc.md).", _ldc_model, _CW),

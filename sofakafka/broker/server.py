@@ -120,12 +120,14 @@ class SocketServer:
             return False
         self.connections.add(conn)
         self._per_ip[host] = self._per_ip.get(host, 0) + 1
+        self.broker.metrics.connections_created += 1
         return True
 
     def connection_closed(self, conn: KafkaConnection) -> None:
         if conn not in self.connections:
             return
         self.connections.discard(conn)
+        self.broker.metrics.connections_closed += 1
         host = conn.peer[0]
         left = self._per_ip.get(host, 0) - 1
         if left > 0:

@@ -31,6 +31,10 @@ from sofakafka.client.security import ClientSecurity
 from sofakafka.protocol import acl
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode, KafkaError
+from sofakafka.protocol.messages.alter_client_quotas import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
+)
 from sofakafka.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
 from sofakafka.protocol.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
@@ -43,8 +47,13 @@ from sofakafka.protocol.messages.delete_acls import DeleteAclsRequest, DeleteAcl
 from sofakafka.protocol.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
 from sofakafka.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from sofakafka.protocol.messages.describe_acls import DescribeAclsRequest, DescribeAclsResponse
+from sofakafka.protocol.messages.describe_client_quotas import (
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
+)
 from sofakafka.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from sofakafka.protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
+from sofakafka.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from sofakafka.protocol.messages.fetch import FetchRequest, FetchResponse
 from sofakafka.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
@@ -60,6 +69,7 @@ from sofakafka.protocol.messages.produce import ProduceRequest, ProduceResponse
 from sofakafka.protocol.records import (
     MAGIC_V0,
     MAGIC_V1,
+    BatchHeader,
     CompressionType,
     Record,
     RecordBatchBuilder,
@@ -71,6 +81,8 @@ from sofakafka.protocol.records.buffer import Buffer
 from sofakafka.protocol.schema import Request, Response
 
 T = TypeVar("T")
+QuotaEntityKey = tuple[tuple[str, str | None], ...]
+"""A client quota entity: (entity type, name or None for the default), e.g. (("user", "alice"),)."""
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -273,6 +285,9 @@ class FetchResult:
     records: list[Record]
     # The offset to fetch next: past the last returned record, or past skipped batches (control batches).
     next_offset: int
+    # The headers of the batches the records came from (producer id and epoch, sequence, compression): the
+    # console's message trace names the producer from them.
+    batches: tuple[BatchHeader, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -445,7 +460,19 @@ class KafkaClient:
     def metadata(self, topics: Sequence[str] | None = None, *,
                  allow_auto_topic_creation: bool = False) -> ClusterMetadata:
         """Metadata for ``topics`` (None: all topics). Brokers and controller are always refreshed; the
-        topic map replaces only the topics asked about."""
+        topic map replaces only the topics asked about.
+
+        A broker that fails to answer (it died since we connected) is dropped and the next one asked, so
+        one dead broker does not fail a caller that any other broker could serve."""
+        tries = len(self.bootstrap) + (len(self._cluster.brokers) if self._cluster is not None else 0)
+        for _ in range(tries):
+            try:
+                return self._metadata_once(topics, allow_auto_topic_creation)
+            except (BrokerConnectionError, RequestTimeoutError):
+                continue
+        return self._metadata_once(topics, allow_auto_topic_creation)
+
+    def _metadata_once(self, topics: Sequence[str] | None, allow_auto_topic_creation: bool) -> ClusterMetadata:
         conn = self.any_connection()
         version = self.version(conn, ApiKey.METADATA)
         wanted: list[MetadataRequest.MetadataRequestTopic] | None
@@ -651,6 +678,40 @@ class KafkaClient:
 
         return self._retry(self._deadline(), attempt, "ListPartitionReassignments")
 
+    def elect_leaders(self, partitions: Sequence[tuple[str, int]] | None, *, election_type: int = 0,
+                      timeout_ms: int = 30_000) -> dict[tuple[str, int], ItemResult]:
+        """ElectLeaders at the controller (0: preferred, 1: unclean; v0 knows only preferred); ``partitions``
+        None asks for every partition. Each partition's outcome is returned, ELECTION_NOT_NEEDED included."""
+        by_topic: dict[str, list[int]] = {}
+        for t, p in partitions or ():
+            by_topic.setdefault(t, []).append(p)
+
+        def attempt() -> dict[tuple[str, int], ItemResult]:
+            conn = self.controller()
+            version = self.version(conn, ApiKey.ELECT_LEADERS)
+            if election_type != 0 and version < 1:
+                raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "unclean elections need ElectLeaders v1+")
+            request = ElectLeadersRequest(
+                topic_partitions=None if partitions is None else [
+                    ElectLeadersRequest.TopicPartitions(topic=t, partition_id=ps) for t, ps in by_topic.items()],
+                timeout_ms=timeout_ms)
+            if version >= 1:
+                request.election_type = election_type
+            response = conn.send(request, version, timeout_s=timeout_ms / 1000 + self.request_timeout_s)
+            assert isinstance(response, ElectLeadersResponse)
+            if version >= 1:
+                _unless_not_controller(response.error_code)
+                _raise_top_level(response.error_code, "ElectLeaders failed")
+            out: dict[tuple[str, int], ItemResult] = {}
+            for r in response.replica_election_results:
+                for pr in r.partition_result:
+                    code = _unless_not_controller(pr.error_code, pr.error_message)
+                    out[(r.topic, pr.partition_id)] = ItemResult(f"{r.topic}-{pr.partition_id}", code,
+                                                                 pr.error_message)
+            return out
+
+        return self._retry(self._deadline(), attempt, "ElectLeaders")
+
     # -- configs -------------------------------------------------------------------------------------
 
     @staticmethod
@@ -753,6 +814,35 @@ class KafkaClient:
             out += [ConfigResourceResult(r.resource_type, r.resource_name, ErrorCode.for_code(r.error_code),
                                          r.error_message, ()) for r in response.responses]
         return out
+
+    # -- client quotas (KIP-546) ------------------------------------------------------------------------
+
+    def describe_client_quotas(self, components: Sequence[tuple[str, int, str | None]], *,
+                               strict: bool = False) -> list[tuple[QuotaEntityKey, dict[str, float]]]:
+        """(entity, {key: value}) of the stored quotas matching ``components`` ((entity type, match type
+        0 exact / 1 default / 2 any, name)); an entity is a tuple of (type, name or None for the default)."""
+        comp = DescribeClientQuotasRequest.ComponentData
+        request = DescribeClientQuotasRequest(
+            components=[comp(entity_type=t, match_type=m, match=n) for t, m, n in components], strict=strict)
+        response = self.send(request)
+        assert isinstance(response, DescribeClientQuotasResponse)
+        if response.error_code != ErrorCode.NONE:
+            raise KafkaError(ErrorCode.for_code(response.error_code), response.error_message)
+        return [(tuple((e.entity_type, e.entity_name) for e in entry.entity), {v.key: v.value for v in entry.values})
+                for entry in response.entries or []]
+
+    def alter_client_quotas(self, alterations: Sequence[tuple[QuotaEntityKey, Sequence[tuple[str, float | None]]]],
+                            *, validate_only: bool = False) -> list[ItemResult]:
+        """Per alteration (entity, [(key, value, or None to remove)]): its result, named ``type=name,...``."""
+        entry = AlterClientQuotasRequest.EntryData
+        request = AlterClientQuotasRequest(entries=[
+            entry(entity=[entry.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+                  ops=[entry.OpData(key=k, value=0.0 if v is None else float(v), remove=v is None) for k, v in ops])
+            for entity, ops in alterations], validate_only=validate_only)
+        response = self.send(request)
+        assert isinstance(response, AlterClientQuotasResponse)
+        return [ItemResult(",".join(f"{e.entity_type}={e.entity_name}" for e in r.entity),
+                           ErrorCode.for_code(r.error_code), r.error_message) for r in response.entries]
 
     # -- ACLs ----------------------------------------------------------------------------------------
 
@@ -1065,19 +1155,21 @@ def _fetch_result(topic: str, p: FetchResponse.FetchableTopicResponse.FetchableP
     code = ErrorCode.for_code(p.error_code)
     if code != ErrorCode.NONE:
         return KafkaError(code, f"fetch from {topic}-{p.partition_index} at offset {fetch_offset}: {code.name}")
-    records, next_offset = _decode_fetched(p.records or b"", fetch_offset)
+    records, next_offset, batches = _decode_fetched(p.records or b"", fetch_offset)
     return FetchResult(topic, p.partition_index, p.high_watermark, p.last_stable_offset, p.log_start_offset,
-                       records, next_offset)
+                       records, next_offset, batches)
 
 
-def _decode_fetched(data: Buffer, fetch_offset: int) -> tuple[list[Record], int]:
-    """Records at or after ``fetch_offset`` from a fetched record set; a partial trailing batch (the broker
-    may cut the set at max_bytes) is left for the next fetch."""
+def _decode_fetched(data: Buffer, fetch_offset: int) -> tuple[list[Record], int, tuple[BatchHeader, ...]]:
+    """Records at or after ``fetch_offset`` from a fetched record set, and the headers of the batches that
+    held them; a partial trailing batch (the broker may cut the set at max_bytes) is left for the next fetch."""
     out: list[Record] = []
+    batches: list[BatchHeader] = []
     next_offset = fetch_offset
     for header in iter_batches(data):
         next_offset = max(next_offset, header.next_offset)
-        if header.is_control:
+        if header.is_control or header.last_offset < fetch_offset:
             continue
+        batches.append(header)
         out += [r for r in decode_records(data, header) if r.offset >= fetch_offset]
-    return out, next_offset
+    return out, next_offset, tuple(batches)

@@ -7,7 +7,9 @@ message sets converted to one v2 batch for storage, offsets assigned in place. a
 leader's append, acks=-1 after the high watermark passes the appended offsets (through the produce
 purgatory), acks=0 sends no response at all, as Kafka does, and closes the connection when a partition failed (the only
 signal such a client gets); any other acks value is INVALID_REQUIRED_ACKS. Clients may
-not write to the internal topics (INVALID_TOPIC_EXCEPTION), except Kafka's ``__admin_client``.
+not write to the internal topics (INVALID_TOPIC_EXCEPTION), except Kafka's ``__admin_client``; the produce audit's
+topic only the brokers' audit writer writes (with an authorizer, only as a principal with CLUSTER_ACTION). With ``sofakafka.produce.audit.enable`` the partitions appended are
+handed to the audit writer (sofakafka/broker/audit_writer.py) right after the append.
 
 Transactions, beyond 2.6 (KIP-890's verification, ``transaction.partition.verification.enable``, on by default): a
 transactional batch that would open a transaction on a partition (its producer has none open there at that epoch)
@@ -25,18 +27,26 @@ partitions, checked before whether the topic exists).
 Version notes: v2+ carries ``log_append_time_ms`` (-1 unless the topic uses LogAppendTime), v3+ the
 transactional id and exactly one v2 batch per partition, v5+ ``log_start_offset``, v8 per-record errors
 (``record_errors``) and an error message.
+
+Quotas: the request's size counts against the client's ``producer_byte_rate`` and its handling time against
+``request_percentage`` (not for acks=0); the records are appended either way, and the response carries the
+throttle time, the connection muting itself for it (KIP-219; before v6 the response itself waits).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sofakafka.broker.handlers import RequestContext, handles
 from sofakafka.broker.handlers import _authz as authz
-from sofakafka.broker.replica_manager import ProducePartitionResult, TopicPartition
+from sofakafka.broker.replica_manager import AppendedCallback, ProducePartitionResult, TopicPartition
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import CorruptRecordError, ErrorCode
 from sofakafka.protocol.messages.produce import ProduceRequest, ProduceResponse
+from sofakafka.protocol.produce_audit import AUDIT_TOPIC, AUDIT_WRITER_CLIENT_ID
 from sofakafka.protocol.records import Buffer, read_batch_header
 from sofakafka.protocol.records.header import MAGIC_V2, peek_batch_header
+from sofakafka.security.quotas import PRODUCER_BYTE_RATE
 
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = TopicResponse.PartitionProduceResponse
@@ -81,12 +91,28 @@ def _refuse_all(ctx: RequestContext, request: ProduceRequest, code: ErrorCode) -
     return response
 
 
+def _record_quotas(ctx: RequestContext, request: ProduceRequest) -> None:
+    """The request's bytes against ``producer_byte_rate`` and (unless acks=0) its time against
+    ``request_percentage``; the larger throttle wins (broker/client_quotas.py)."""
+    quotas = ctx.broker.client_quotas
+    now = quotas.now_ms()
+    bandwidth = quotas.record(PRODUCER_BYTE_RATE, ctx.principal, ctx.client_id, ctx.request_size, now)
+    request_time = (0 if request.acks == 0 else
+                    quotas.record_request_time(ctx.principal, ctx.client_id, ctx.handler_seconds[0], now))
+    ctx.quota_done = True
+    ctx.throttle_ms = max(ctx.throttle_ms, bandwidth, request_time)
+
+
 @handles(ApiKey.PRODUCE, 0, 8, error_response=produce_error_response)
 async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     version = ctx.api_version
     entries: list[tuple[TopicPartition, Buffer | None]] = []
     refused: dict[TopicPartition, ProducePartitionResult] = {}
     internal_allowed = ctx.client_id == ADMIN_CLIENT_ID
+    # The brokers' audit writer, by its client id; with an authorizer only a principal with CLUSTER_ACTION (the
+    # brokers' own) may claim to be it, so a client cannot forge the trace by borrowing the id.
+    audit_writer = ctx.client_id == AUDIT_WRITER_CLIENT_ID and (
+        not authz.enabled(ctx) or authz.authorize_cluster(ctx, authz.AclOperation.CLUSTER_ACTION))
     writable: set[str] | None = None
     if authz.enabled(ctx):
         transactional, idempotent = _producer_kind(request)
@@ -104,7 +130,8 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
             tp = (topic.name, p.partition_index)
             if writable is not None and topic.name not in writable:
                 refused[tp] = ProducePartitionResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            elif topic.name in INTERNAL_TOPICS and not internal_allowed:
+            elif (topic.name in INTERNAL_TOPICS and not internal_allowed) or (
+                    topic.name == AUDIT_TOPIC and not (audit_writer or internal_allowed)):
                 refused[tp] = ProducePartitionResult(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                                      error_message=f"Cannot append to internal topic {topic.name}")
             else:
@@ -114,14 +141,27 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
         verified, unverified = await _verify_transactional(ctx, request.transactional_id, entries)
         refused.update(unverified)
         entries = [(tp, records) for tp, records in entries if tp not in unverified]
+    audit = ctx.broker.produce_audit
+    on_appended: AppendedCallback | None = None
+    if audit is not None:
+        transactional_id = request.transactional_id if version >= 3 else None
+
+        def on_appended(appended: Sequence[tuple[TopicPartition, Buffer | None]],
+                        results: dict[TopicPartition, ProducePartitionResult]) -> None:
+            audit.record(client_id=ctx.client_id, client_host=ctx.client_host, api_version=version,
+                         transactional_id=transactional_id, entries=appended, results=results,
+                         principal=ctx.principal)
+
     results = await ctx.broker.replica_manager.append_records(
         acks=request.acks,
         timeout_ms=request.timeout_ms,
         entries=entries,
         produce_version=version,
         verified=verified,
+        on_appended=on_appended,
     ) if entries else {}
     results.update(refused)
+    _record_quotas(ctx, request)
     if request.acks == 0:
         failed = sorted(f"{t}-{p}: {ErrorCode.for_code(r.error_code).name}" for (t, p), r in results.items()
                         if r.error_code != ErrorCode.NONE)
