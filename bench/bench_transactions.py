@@ -59,6 +59,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic  # where it is defined (admin re-exports it implicitly)
 
+from bench.peer import kafka_broker, kafka_peer_available, load
 from sofakafka.client import BrokerConnection
 from sofakafka.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnRequest,
@@ -209,20 +210,6 @@ def run_raw(bootstrap: str, topic: str, partitions: int, count: int, value: byte
     return steps
 
 
-def kafka_peer_available() -> str | None:
-    """None when Apache Kafka 2.6 can be started here, else the reason it cannot."""
-    from tests.cluster.conftest import ZK_JAR
-    from tests.reference.java import LIB, java_binary
-
-    if not any((LIB / "kafka-2.6").glob("*.jar")):
-        return f"no kafka_2.13 jars in {LIB / 'kafka-2.6'} (scripts/test.sh resolves them)"
-    if java_binary() is None:
-        return "no java on PATH"
-    if not ZK_JAR.exists():
-        return f"no {ZK_JAR} (apt-get install zookeeper)"
-    return None
-
-
 @contextlib.contextmanager
 def sofakafka_broker(tmp: Path) -> Iterator[str]:
     proc, bootstrap = start_broker(tmp)
@@ -235,25 +222,6 @@ def sofakafka_broker(tmp: Path) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(30)
-
-
-@contextlib.contextmanager
-def kafka_broker(tmp: Path) -> Iterator[str]:
-    """Apache Kafka 2.6 and its ZooKeeper, both killed on the way out (their dirs live in ``tmp``)."""
-    from tests.cluster.conftest import start_zookeeper
-    from tests.reference.kafka import ReferenceKafka
-
-    zk = start_zookeeper(tmp / "zookeeper", free_port())
-    try:
-        kafka = ReferenceKafka(tmp / "kafka", zk.hosts + "/bench-txn", heap="1g",
-                               jvm_flags=("-Xms1g", "-Xmx1g", "-XX:+UseG1GC"))  # a steady JVM, not the tests' quick one
-        try:
-            kafka.start()
-            yield kafka.bootstrap
-        finally:
-            kafka.kill()
-    finally:
-        zk.stop()
 
 
 @dataclass
@@ -282,10 +250,6 @@ def measure(bootstrap: str, args: argparse.Namespace, sizes: list[int], value: b
         except AssertionError as e:  # printed, not hidden: the table then says why a column is empty
             r.raw_error = f"{type(e).__name__}: {str(e)[:200]}"
     return r
-
-
-def load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def ratio(ours: float, theirs: float, more_is_better: bool) -> str:
@@ -376,7 +340,7 @@ def main() -> None:
         print(f"(no Apache Kafka peer: {missing or '--no-kafka-peer'})")
     brokers = {"sofakafka": sofakafka_broker}
     if peer:
-        brokers["Kafka 2.6"] = kafka_broker
+        brokers["Kafka 2.6"] = lambda tmp: kafka_broker(tmp, "/bench-txn")
     results: dict[str, Results] = {}
     for name, start in brokers.items():
         tmp = Path(tempfile.mkdtemp(prefix="bench-txn-"))
