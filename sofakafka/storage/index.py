@@ -13,7 +13,9 @@ still be preallocated: trailing all-zero entries are then not counted (a zero en
 segment's first entry, and dropping that one only makes lookups start at position 0, which is always safe).
 
 Files are mapped lazily on first use so that a broker with many segments does not hold two mappings per
-segment it never reads.
+segment it never reads, and, as Kafka does, an index holds no file descriptor: the file is opened just long
+enough to map it (or to change its length, then map it again) and closed (``mapping.FileMapping``), so a
+broker's descriptors grow with its open ``.log`` files only (``file_cache``), not with its indexes.
 
 Thread-safety: appends, truncations and resizes come from the owning Log under its lock; lookups may run
 concurrently from reader threads, so every method takes the index's own lock (cheap: no I/O beyond page
@@ -22,7 +24,6 @@ faults on the mapping).
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 import threading
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from sofakafka.storage.errors import CorruptIndexError, InvalidOffsetError
+from sofakafka.storage.mapping import FileMapping
 
 INT32_MAX = (1 << 31) - 1
 _ZERO_CHUNK = 1 << 16
@@ -63,8 +65,7 @@ class _MappedIndex(ABC, Generic[_E]):
         self.base_offset = base_offset
         self._lock = threading.RLock()
         self._max_index_size = max_index_size
-        self._file: int | None = None
-        self._mmap: mmap.mmap | None = None
+        self._mmap: FileMapping | None = None
         self._length = 0  # bytes of the file (mapping) currently allocated
         self._entries = 0
         self._loaded = False
@@ -77,13 +78,15 @@ class _MappedIndex(ABC, Generic[_E]):
         if self._loaded:
             return
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        length = os.fstat(fd).st_size
-        if length % self.ENTRY_SIZE != 0:
-            os.close(fd)
-            raise CorruptIndexError(self.path, f"file length {length} is not a multiple of {self.ENTRY_SIZE}")
-        self._file = fd
+        try:
+            length = os.fstat(fd).st_size
+            if length % self.ENTRY_SIZE != 0:
+                raise CorruptIndexError(self.path, f"file length {length} is not a multiple of {self.ENTRY_SIZE}")
+            self._unmap()
+            self._mmap = FileMapping(fd, length) if length > 0 else None
+        finally:
+            os.close(fd)  # the mapping stays valid without it
         self._length = length
-        self._map()
         self._entries = self._count_entries()
         self._loaded = True
         self._after_load()
@@ -93,22 +96,21 @@ class _MappedIndex(ABC, Generic[_E]):
     def _after_load(self) -> None:
         """Subclass hook: cache the last entry."""
 
-    def _map(self) -> None:
+    def _unmap(self) -> None:
         if self._mmap is not None:
             self._mmap.close()
             self._mmap = None
-        if self._length > 0 and self._file is not None:
-            self._mmap = mmap.mmap(self._file, self._length)
 
     def _count_entries(self) -> int:
         """Entries actually written: the file length minus an all-zero preallocated tail (see module doc)."""
         mm = self._mmap
         if mm is None:
             return 0
+        buf = mm.buf
         end = self._length
         while end > 0:
             start = max(0, end - _ZERO_CHUNK)
-            stripped = mm[start:end].rstrip(b"\0")
+            stripped = bytes(buf[start:end]).rstrip(b"\0")
             if stripped:
                 end = start + len(stripped)
                 break
@@ -116,17 +118,22 @@ class _MappedIndex(ABC, Generic[_E]):
         return -(-end // self.ENTRY_SIZE)
 
     def _resize_locked(self, new_size: int) -> bool:
+        """Change the file's length and map it again: the one time besides loading that needs a descriptor,
+        opened for the change and closed after."""
         rounded = max(new_size - new_size % self.ENTRY_SIZE, self._entries * self.ENTRY_SIZE)
         if rounded == self._length:
             return False
-        assert self._file is not None
         if self._mmap is not None:
             self._mmap.flush()
-            self._mmap.close()
-            self._mmap = None
-        os.ftruncate(self._file, rounded)
-        self._length = rounded
-        self._map()
+            self._unmap()
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            os.ftruncate(fd, rounded)
+            self._length = rounded
+            if rounded > 0:
+                self._mmap = FileMapping(fd, rounded)
+        finally:
+            os.close(fd)
         return True
 
     def resize(self, new_size: int) -> bool:
@@ -193,16 +200,11 @@ class _MappedIndex(ABC, Generic[_E]):
             self._close_handles()
 
     def _close_handles(self) -> None:
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
-        if self._file is not None:
-            os.close(self._file)
-            self._file = None
+        self._unmap()
         self._loaded = False
 
     def close_handler(self) -> None:
-        """Release mapping and descriptor without trimming (used before deleting or renaming the file)."""
+        """Release the mapping without trimming (used before deleting or renaming the file)."""
         with self._lock:
             self._close_handles()
 
@@ -234,12 +236,12 @@ class _MappedIndex(ABC, Generic[_E]):
             if n < self._entries:
                 mm = self._mmap
                 if mm is not None:
-                    mm[n * self.ENTRY_SIZE:self._entries * self.ENTRY_SIZE] = bytes(
+                    mm.buf[n * self.ENTRY_SIZE:self._entries * self.ENTRY_SIZE] = bytes(
                         (self._entries - n) * self.ENTRY_SIZE)
                 self._entries = n
                 self._after_load()
 
-    def _ensure_room(self) -> mmap.mmap:
+    def _ensure_room(self) -> FileMapping:
         if self._entries * self.ENTRY_SIZE + self.ENTRY_SIZE > self._length:
             # Only a non-preallocated index (a segment loaded inactive, then made active again) gets here.
             self._resize_locked(max(self._max_index_size, (self._entries + 1) * self.ENTRY_SIZE))
@@ -252,7 +254,7 @@ class _MappedIndex(ABC, Generic[_E]):
             self._ensure_open()
             if self._mmap is None:
                 return b""
-            return bytes(self._mmap[: self._entries * self.ENTRY_SIZE])
+            return bytes(self._mmap.buf[: self._entries * self.ENTRY_SIZE])
 
     @abstractmethod
     def _entry_locked(self, n: int) -> _E:
@@ -304,7 +306,7 @@ class OffsetIndex(_MappedIndex[OffsetPosition]):
 
     def _entry_locked(self, n: int) -> OffsetPosition:
         assert self._mmap is not None
-        rel, pos = self._FMT.unpack_from(self._mmap, n * 8)
+        rel, pos = self._FMT.unpack_from(self._mmap.buf, n * 8)
         return OffsetPosition(self.base_offset + rel, pos)
 
     def _sort_key(self, entry: OffsetPosition) -> int:
@@ -326,7 +328,7 @@ class OffsetIndex(_MappedIndex[OffsetPosition]):
             if self.is_full():
                 raise InvalidOffsetError(f"attempt to append to full index {self.path}")
             mm = self._ensure_room()
-            self._FMT.pack_into(mm, self._entries * 8, self.relative_offset(offset), position)
+            self._FMT.pack_into(mm.buf, self._entries * 8, self.relative_offset(offset), position)
             self._entries += 1
             self._last_offset = offset
 
@@ -346,7 +348,7 @@ class OffsetIndex(_MappedIndex[OffsetPosition]):
                 raise InvalidOffsetError(f"offset {offset} does not fit as a relative offset of {self.base_offset}")
             mm = self._mmap if (entries + 1) * 8 <= self._length else self._ensure_room()
             assert mm is not None
-            self._FMT.pack_into(mm, entries * 8, rel, position)
+            self._FMT.pack_into(mm.buf, entries * 8, rel, position)
             self._entries = entries + 1
             self._last_offset = offset
             return True
@@ -374,7 +376,7 @@ class OffsetIndex(_MappedIndex[OffsetPosition]):
             self._ensure_open()
             if self._entries == 0 or self._mmap is None:
                 return
-            data = self._mmap[: self._entries * 8]
+            data = bytes(self._mmap.buf[: self._entries * 8])
             prev_rel, prev_pos = -1, -1
             for i, (rel, pos) in enumerate(self._FMT.iter_unpack(data)):
                 if (rel <= prev_rel and not (i == 0 and rel == 0)) or rel < 0:
@@ -401,7 +403,7 @@ class TimeIndex(_MappedIndex[TimestampOffset]):
 
     def _entry_locked(self, n: int) -> TimestampOffset:
         assert self._mmap is not None
-        ts, rel = self._FMT.unpack_from(self._mmap, n * 12)
+        ts, rel = self._FMT.unpack_from(self._mmap.buf, n * 12)
         return TimestampOffset(ts, self.base_offset + rel)
 
     def _sort_key(self, entry: TimestampOffset) -> int:
@@ -434,7 +436,7 @@ class TimeIndex(_MappedIndex[TimestampOffset]):
                     f"attempt to append timestamp {timestamp} to {self.path} after {self._last.timestamp}")
             if timestamp > self._last.timestamp:
                 mm = self._ensure_room()
-                self._FMT.pack_into(mm, self._entries * 12, timestamp, self.relative_offset(offset))
+                self._FMT.pack_into(mm.buf, self._entries * 12, timestamp, self.relative_offset(offset))
                 self._entries += 1
                 self._last = TimestampOffset(timestamp, offset)
 
@@ -471,7 +473,7 @@ class TimeIndex(_MappedIndex[TimestampOffset]):
             self._ensure_open()
             if self._entries == 0 or self._mmap is None:
                 return
-            data = self._mmap[: self._entries * 12]
+            data = bytes(self._mmap.buf[: self._entries * 12])
             prev_ts, prev_rel = -1 << 63, -1
             for i, (ts, rel) in enumerate(self._FMT.iter_unpack(data)):
                 if ts < prev_ts or (i > 0 and ts == prev_ts) or rel < prev_rel or rel < 0:

@@ -60,6 +60,7 @@ from sofakafka.storage.errors import (
     StorageError,
     UnexpectedAppendOffsetError,
 )
+from sofakafka.storage.file_cache import DescriptorCache
 from sofakafka.storage.index import INT32_MAX
 from sofakafka.storage.leader_epoch import LeaderEpochFileCache
 from sofakafka.storage.producer_state import (
@@ -155,8 +156,12 @@ class Log:
         had_clean_shutdown: bool = True,
         time_ms: Callable[[], int] = wall_clock_ms,
         producer_id_expiration_ms: int = 604_800_000,
+        descriptor_cache: DescriptorCache | None = None,
     ) -> None:
         self.dir = Path(dir)
+        #: Where the segments' ``.log`` and ``.txnindex`` descriptors live (the log manager's, else the
+        #: process-wide default).
+        self.descriptor_cache = descriptor_cache
         self.topic, self.partition = parse_topic_partition(self.dir.name)
         self.config = config
         self._time_ms = time_ms
@@ -330,6 +335,7 @@ class Log:
             now_ms=self._time_ms(),
             file_suffix=suffix,
             preallocate_size=self.config.segment_bytes if self.config.preallocate and active else 0,
+            descriptor_cache=self.descriptor_cache,
         )
         if active:
             seg.resize_indexes(self.config.max_index_size)

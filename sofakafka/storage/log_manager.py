@@ -44,6 +44,7 @@ from sofakafka.storage.checkpoints import (
 from sofakafka.storage.cleaner import LogCleaner
 from sofakafka.storage.config import LogConfig
 from sofakafka.storage.errors import CheckpointFormatError, LogDirError
+from sofakafka.storage.file_cache import DEFAULT_MAX_OPEN_FILES, DescriptorCache
 from sofakafka.storage.log import (
     DELETE_DIR_SUFFIX,
     FUTURE_DIR_SUFFIX,
@@ -98,6 +99,7 @@ class LogManager:
         time_ms: Callable[[], int] = wall_clock_ms,
         producer_id_expiration_ms: int = 604_800_000,
         cleaner: LogCleaner | None = None,
+        max_open_segment_files: int = DEFAULT_MAX_OPEN_FILES,
     ) -> None:
         if not log_dirs:
             raise LogDirError("at least one log directory is required")
@@ -118,6 +120,8 @@ class LogManager:
         self._dir_locks: list[int] = []
         self._started = False
         self.cleaner = cleaner if cleaner is not None else LogCleaner(clock=time_ms)
+        #: The descriptors of every managed log's segment files, at most ``log.max.open.segment.files`` idle.
+        self.descriptor_cache = DescriptorCache(max_open_segment_files)
 
     # -- start-up -------------------------------------------------------------------------------------------
     def config_for(self, topic: str) -> LogConfig:
@@ -221,6 +225,7 @@ class LogManager:
             had_clean_shutdown=clean,
             time_ms=self._time_ms,
             producer_id_expiration_ms=self._producer_id_expiration_ms,
+            descriptor_cache=self.descriptor_cache,
         )
         lg.rewrite_guard = self.cleaning_paused
         return lg
@@ -256,7 +261,8 @@ class LogManager:
                 return existing
             log_dir = self._next_log_dir()
             lg = Log(log_dir / f"{topic}-{partition}", config or self.config_for(topic), time_ms=self._time_ms,
-                     producer_id_expiration_ms=self._producer_id_expiration_ms)
+                     producer_id_expiration_ms=self._producer_id_expiration_ms,
+                     descriptor_cache=self.descriptor_cache)
             lg.rewrite_guard = self.cleaning_paused
             fsync_dir(log_dir)
             self._logs[tp] = lg
