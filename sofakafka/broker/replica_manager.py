@@ -303,6 +303,10 @@ class ReplicaManager:
 
     def partition_or_error(self, topic: str, partition: int) -> Partition:
         part = self._partitions.get((topic, partition))
+        if self.log_manager.is_offline(topic, partition):
+            # Its log directory failed (disk full, I/O error): Kafka answers KAFKA_STORAGE_ERROR until the
+            # partition is led elsewhere or the broker restarts with the directory back.
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{topic}-{partition} is in an offline log directory")
         if part is None:
             if (topic, partition) in self.follower_logs:
                 raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{partition} is led by another broker")
@@ -316,6 +320,8 @@ class ReplicaManager:
     def readable_log(self, tp: TopicPartition, follower_reads: bool) -> Log | None:
         """The log a fetch of ``tp`` reads: the led partition's, or with ``follower_reads`` (KIP-392 consumers)
         also a followed one's."""
+        if self.log_manager.is_offline(*tp):
+            return None  # its log directory failed: the read answers KAFKA_STORAGE_ERROR (partition_or_error)
         part = self._partitions.get(tp)
         if part is not None:
             return part.log

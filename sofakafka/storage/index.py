@@ -36,6 +36,8 @@ from sofakafka.storage.errors import CorruptIndexError, InvalidOffsetError
 from sofakafka.storage.mapping import FileMapping
 
 INT32_MAX = (1 << 31) - 1
+# Disk blocks are reserved (fallocate) this many bytes ahead of the entries written through the mapping.
+_ALLOCATE_CHUNK = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,9 @@ class _MappedIndex(ABC, Generic[_E]):
         self._max_index_size = max_index_size
         self._mmap: FileMapping | None = None
         self._length = 0  # bytes of the file (mapping) currently allocated
+        # Bytes from the start known to have disk blocks (see ``reserve``); 0 until the first reservation,
+        # which covers the written entries again (fallocate of allocated blocks changes nothing).
+        self._allocated = 0
         self._entries = 0
         self._loaded = False
         self._preallocate = False
@@ -140,6 +145,7 @@ class _MappedIndex(ABC, Generic[_E]):
         try:
             os.ftruncate(fd, rounded)
             self._length = rounded
+            self._allocated = min(self._allocated, rounded)
             if rounded > 0:
                 self._mmap = FileMapping(fd, rounded)
         finally:
@@ -162,6 +168,39 @@ class _MappedIndex(ABC, Generic[_E]):
             self._preallocate = False
             if self._loaded:
                 self._resize_locked(self._entries * self.ENTRY_SIZE)
+
+    def reserve(self, entries: int) -> None:
+        """Give the next ``entries`` entries (and one more, the time index's entry at a roll) disk blocks before
+        anything writes them through the mapping.
+
+        A write through a mapping to a page of a sparse file that has no block yet must allocate one, and on a
+        full disk that is a SIGBUS, which kills the process: the broker could not even refuse the produce.
+        ``posix_fallocate`` fails with ENOSPC instead, which the log turns into KAFKA_STORAGE_ERROR and an
+        offline log directory. The segment calls this before it writes the batches, so a full disk fails the
+        append before anything reached the log; the index's own write paths call it too (a no-op comparison
+        when the blocks are there). Blocks are reserved ``_ALLOCATE_CHUNK`` bytes at a time, with a descriptor
+        opened for that and closed again.
+        """
+        need = (self._entries + entries + 1) * self.ENTRY_SIZE
+        if need <= self._allocated:
+            return
+        with self._lock:
+            self._ensure_open()
+            cap = max(self._max_index_size - self._max_index_size % self.ENTRY_SIZE, self._entries * self.ENTRY_SIZE)
+            need = min(need, cap)
+            if need <= self._allocated:
+                return
+            if need > self._length:
+                self._resize_locked(max(self._max_index_size, need))
+            start = self._allocated - self._allocated % 4096
+            end = min(self._length, max(need, start + _ALLOCATE_CHUNK))
+            if end > start:
+                fd = os.open(self.path, os.O_RDWR)
+                try:
+                    os.posix_fallocate(fd, start, end - start)
+                finally:
+                    os.close(fd)
+            self._allocated = end
 
     # -- properties -----------------------------------------------------------------------------------------
     @property
@@ -255,6 +294,8 @@ class _MappedIndex(ABC, Generic[_E]):
         if self._entries * self.ENTRY_SIZE + self.ENTRY_SIZE > self._length:
             # Only a non-preallocated index (a segment loaded inactive, then made active again) gets here.
             self._resize_locked(max(self._max_index_size, (self._entries + 1) * self.ENTRY_SIZE))
+        if (self._entries + 1) * self.ENTRY_SIZE > self._allocated:
+            self.reserve(1)
         assert self._mmap is not None
         return self._mmap
 
@@ -356,7 +397,7 @@ class OffsetIndex(_MappedIndex[OffsetPosition]):
             rel = offset - self.base_offset
             if rel < 0 or rel > INT32_MAX:
                 raise InvalidOffsetError(f"offset {offset} does not fit as a relative offset of {self.base_offset}")
-            mm = self._mmap if (entries + 1) * 8 <= self._length else self._ensure_room()
+            mm = self._mmap if (entries + 1) * 8 <= self._allocated else self._ensure_room()
             assert mm is not None
             self._FMT.pack_into(mm.buf, entries * 8, rel, position)
             self._entries = entries + 1

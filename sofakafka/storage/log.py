@@ -55,6 +55,7 @@ from sofakafka.storage.config import LogConfig
 from sofakafka.storage.errors import (
     CorruptIndexError,
     CorruptLogError,
+    KafkaStorageError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     StorageError,
@@ -182,6 +183,12 @@ class Log:
         # Kafka's first producer-expiration check runs one interval after the log opens, not at once.
         self._last_producer_expiration_check_ms = self._last_flush_ms
         self._closed = False
+        #: The error that took this log's directory offline (every later write refuses with it); None: healthy.
+        self._failure: OSError | None = None
+        #: Told (from the thread that hit it) when a file operation of this log fails: the log manager's
+        #: log-dir failure channel, which takes the whole directory offline. Must not block or take locks:
+        #: it is called with this log's lock held.
+        self.io_error_handler: Callable[[Path, OSError], None] | None = None
         #: Wrapped around truncations by whoever runs a cleaner over this log (the log manager), so a pass is
         #: never rewriting segments that a truncation removes. None: nobody cleans this log.
         self.rewrite_guard: Callable[[Log], AbstractContextManager[object]] | None = None
@@ -577,7 +584,7 @@ class Log:
         offsets and ``duplicate=True``. Producer-state violations raise KafkaError with their codes.
         """
         with self._lock:
-            if self._closed:
+            if self._closed or self._failure is not None:
                 self._check_open()
             base = self._log_end_offset
             now = self._time_ms()
@@ -669,6 +676,31 @@ class Log:
             )
 
     def _append(self, buf: bytes | bytearray | memoryview, headers: list[BatchHeader], now: int) -> None:
+        try:
+            self._append_batches(buf, headers, now)
+        except OSError as exc:
+            raise self._io_failed("append", exc) from exc
+
+    def _io_failed(self, operation: str, exc: OSError) -> KafkaStorageError:
+        """A file operation failed: the log refuses writes from now on and its directory is reported offline
+        (Kafka's LogDirFailureChannel). Nothing acknowledged is touched: an append writes its batches before
+        anything points at them, and a torn tail is cut by recovery at the next start."""
+        first = self._failure is None
+        if first:
+            self._failure = exc
+            log.error("%s: %s failed, taking log directory %s offline: %s", self.dir.name, operation,
+                      self.dir.parent, exc)
+        handler = self.io_error_handler
+        if first and handler is not None:
+            handler(self.dir.parent, exc)
+        return KafkaStorageError(f"{self.topic}-{self.partition}: {operation} failed: {exc.strerror or exc}")
+
+    @property
+    def failed(self) -> bool:
+        """A file operation of this log failed (its directory is offline); it takes no more writes."""
+        return self._failure is not None
+
+    def _append_batches(self, buf: bytes | bytearray | memoryview, headers: list[BatchHeader], now: int) -> None:
         first, last = headers[0], headers[-1]
         next_offset = last.last_offset + 1
         if last.last_offset - first.base_offset > INT32_MAX:
@@ -702,6 +734,13 @@ class Log:
         """
         with self._lock:
             self._check_open()
+            try:
+                return self._roll(expected_next_offset)
+            except OSError as exc:
+                raise self._io_failed("roll", exc) from exc
+
+    def _roll(self, expected_next_offset: int | None) -> LogSegment:
+        with self._lock:
             new_offset = max(expected_next_offset or 0, self._log_end_offset)
             old = self.active_segment
             if old.base_offset == new_offset:
@@ -910,10 +949,13 @@ class Log:
         if target_offset < 0:
             raise ValueError(f"cannot truncate to negative offset {target_offset}")
         guard = self.rewrite_guard
-        if guard is None:
-            return self._truncate_to(target_offset)
-        with guard(self):
-            return self._truncate_to(target_offset)
+        try:
+            if guard is None:
+                return self._truncate_to(target_offset)
+            with guard(self):
+                return self._truncate_to(target_offset)
+        except OSError as exc:
+            raise self._io_failed("truncation", exc) from exc
 
     def _truncate_to(self, target_offset: int) -> bool:
         with self._lock:
@@ -948,11 +990,14 @@ class Log:
         Inside ``rewrite_guard`` like ``truncate_to``, with the same rule for the caller.
         """
         guard = self.rewrite_guard
-        if guard is None:
-            self._truncate_fully_and_start_at(new_offset)
-            return
-        with guard(self):
-            self._truncate_fully_and_start_at(new_offset)
+        try:
+            if guard is None:
+                self._truncate_fully_and_start_at(new_offset)
+                return
+            with guard(self):
+                self._truncate_fully_and_start_at(new_offset)
+        except OSError as exc:
+            raise self._io_failed("truncation", exc) from exc
 
     def _truncate_fully_and_start_at(self, new_offset: int) -> None:
         with self._lock:
@@ -1013,8 +1058,14 @@ class Log:
             target = self._log_end_offset if offset is None else offset
             if target <= self._recovery_point:
                 return
-            for seg in self.log_segments(self._recovery_point, target):
-                seg.flush()
+            if self._failure is not None:
+                raise KafkaStorageError(f"{self.topic}-{self.partition}: log directory offline after "
+                                        f"{self._failure}")
+            try:
+                for seg in self.log_segments(self._recovery_point, target):
+                    seg.flush()
+            except OSError as exc:
+                raise self._io_failed("flush", exc) from exc
             self._recovery_point = target
             self._unflushed_messages = 0
             self._last_flush_ms = self._time_ms()
@@ -1036,6 +1087,8 @@ class Log:
             self.config = config
 
     def _check_open(self) -> None:
+        if self._failure is not None:
+            raise KafkaStorageError(f"{self.topic}-{self.partition}: log directory offline after {self._failure}")
         if self._closed:
             raise StorageError(f"log {self.dir} is closed")
 
@@ -1043,6 +1096,9 @@ class Log:
         """Clean shutdown of this log: fsync, producer snapshot, trimmed indexes, files closed."""
         with self._lock:
             if self._closed:
+                return
+            if self._failure is not None:  # its directory is offline: leave the files as the failure left them
+                self.close_handlers()
                 return
             self.flush()
             self.producer_state.update_map_end_offset(self._log_end_offset)

@@ -376,6 +376,10 @@ class LogSegment:
                     f"offset {last.last_offset} does not fit in segment {self.base_offset} (int32 relative offset)")
             if self._max_timestamp_so_far is None:
                 self._load_max_timestamp()
+            # Disk blocks for the index entries these batches may add, before anything is written: on a full
+            # disk the append then fails here, cleanly, instead of with a SIGBUS in a mapped write after it.
+            self.offset_index.reserve(len(headers))
+            self.time_index.reserve(len(headers))
             log = self.log
             start_position = log.size
             first, end = headers[0].position, last.end
