@@ -315,6 +315,7 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("transaction.abort.timed.out.transaction.cleanup.interval.ms", _T.INT, 10000, "How often timed-out transactions are aborted.", at_least(1)),
     ConfigKey("transaction.remove.expired.transaction.cleanup.interval.ms", _T.INT, 3600000, "How often expired transactional ids are removed.", at_least(1)),
     # --- sofakafka's own
+    ConfigKey("sofakafka.test.clock.offset.ms", _T.LONG, 0, "Tests only: milliseconds added to this broker's wall clock (record and append timestamps, retention, rolls by time); the chaos suite skews a broker's clock with it. Leave it at 0.", None),
     ConfigKey("log.max.open.segment.files", _T.INT, 1000, "Segment files (.log, .txnindex) kept open at once; the least recently used idle ones are closed and reopened on use, so descriptors stay bounded whatever the partitions and segments (indexes are memory-mapped and hold none, as in Kafka). Not a Kafka key.", at_least(1)),
     ConfigKey("sofakafka.metadata.snapshot.interval.ops", _T.INT, 1000, "Embedded metadata store: journal records between compacted snapshots.", at_least(1)),
 ]

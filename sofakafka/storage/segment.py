@@ -62,8 +62,20 @@ def segment_file(log_dir: Path, base_offset: int, suffix: str, extra: str = "") 
     return Path(log_dir) / f"{filename_prefix_from_offset(base_offset)}{suffix}{extra}"
 
 
+_clock_offset_ms = 0
+
+
 def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
+    """The broker's wall clock in milliseconds: the system's, moved by ``set_clock_offset_ms`` (tests only)."""
+    return time.time_ns() // 1_000_000 + _clock_offset_ms
+
+
+def set_clock_offset_ms(offset_ms: int) -> None:
+    """Skew this process's wall clock (``sofakafka.test.clock.offset.ms``: the chaos suite's clock nemesis runs
+    a broker ahead of or behind the others). Record timestamps, LogAppendTime, retention and rolls by time,
+    producer-id expiry and everything else reading ``wall_clock_ms`` see it; monotonic timers do not."""
+    global _clock_offset_ms
+    _clock_offset_ms = int(offset_ms)
 
 
 class FileRecords:
