@@ -32,7 +32,7 @@ class History:
         self._lock = threading.Lock()
         self._start = time.monotonic()
         self._events: list[Event] = []
-        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        self._file = open(path, "a", encoding="utf-8")
 
     def record(self, process: str, type_: str, f: str, **fields: Any) -> Event:
         event: Event = {"time": round(time.monotonic() - self._start, 6), "process": process, "type": type_,
