@@ -52,6 +52,7 @@ from sofakafka.broker.handlers.stop_replica import (
     partition_errors,
     stop_replica_request,
 )
+from sofakafka.broker.limits import budget_message, raise_open_file_limit
 from sofakafka.broker.offsets_topic import GroupCoordinatorRuntime
 from sofakafka.broker.producer_id_manager import ProducerIdManager
 from sofakafka.broker.replica_manager import ReplicaManager
@@ -74,6 +75,7 @@ from sofakafka.storage.cleaner import LogCleaner
 from sofakafka.storage.config import LogConfig
 from sofakafka.storage.errors import InvalidLogConfigError
 from sofakafka.storage.log_manager import LogManager
+from sofakafka.storage.segment import set_clock_offset_ms
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +125,9 @@ class Broker:
         self._stopped = False
         self._shutdown_begun = False
         self.started = False
+        #: Resolved with the reason when the broker cannot go on by itself (every log directory offline, as
+        #: Kafka halts then); ``sofakafka serve`` shuts down and exits non-zero.
+        self.failed: asyncio.Future[str] | None = None
 
     # -- the parts handlers use (sofakafka/broker/context.py) ---------------------------------------------------
     @property
@@ -215,6 +220,16 @@ class Broker:
     # -- start-up -----------------------------------------------------------------------------------------------
     async def startup(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self.failed = self._loop.create_future()
+        config = self.config
+        offset = config.get_int("sofakafka.test.clock.offset.ms")
+        if offset:
+            log.warning("wall clock skewed by %d ms (sofakafka.test.clock.offset.ms: tests only)", offset)
+        set_clock_offset_ms(offset)
+        limit = raise_open_file_limit()
+        message, over = budget_message(limit, config.get_int("log.max.open.segment.files"),
+                                       config.get_int("max.connections"))
+        (log.warning if over else log.info)("%s", message)
         load_handlers()
         listeners = await self.server.start()
         try:
@@ -284,7 +299,9 @@ class Broker:
             broker_id=self.broker_id,
             cluster_id=self._node.cluster_id,
             recovery_threads_per_data_dir=config.get_int("num.recovery.threads.per.data.dir"),
+            max_open_segment_files=config.get_int("log.max.open.segment.files"),
         )
+        self._log_manager.add_dir_failure_listener(self._on_log_dir_failure)
         await self.run_blocking(self._log_manager.startup)
         self._logs_loaded = True
         self._replica_manager = ReplicaManager(self.broker_id, self._log_manager)
@@ -314,6 +331,26 @@ class Broker:
         while (node.cache.snapshot().controller_id == self.broker_id and not node.controller.is_active
                and asyncio.get_running_loop().time() < deadline):
             await asyncio.sleep(0.01)
+
+    # -- log directory failure ----------------------------------------------------------------------------------------
+    def _on_log_dir_failure(self, log_dir: Path, partitions: list[tuple[str, int]]) -> None:
+        """The log manager took ``log_dir`` offline (its failure thread calls this)."""
+        loop = self._loop
+        if loop is None or self._stopped:
+            return
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(self._log_dir_failed, log_dir, partitions)
+
+    def _log_dir_failed(self, log_dir: Path, partitions: list[tuple[str, int]]) -> None:
+        # Delayed produces and fetches on those partitions answer now (with KAFKA_STORAGE_ERROR), not at their
+        # timeout.
+        if self._replica_manager is not None:
+            self._replica_manager.partitions_changed(partitions)
+        lm = self._log_manager
+        if lm is not None and not lm.online_log_dirs and self.failed is not None and not self.failed.done():
+            reason = f"every log directory is offline ({', '.join(str(d) for d in lm.log_dirs)})"
+            log.critical("broker %d is shutting down: %s", self.broker_id, reason)
+            self.failed.set_result(reason)
 
     # -- metadata -> hosted partitions ------------------------------------------------------------------------------
     def _on_metadata_changed(self, _snapshot: ClusterMetadata) -> None:
