@@ -55,7 +55,7 @@ from sofakafka.broker.handlers.stop_replica import (
 from sofakafka.broker.limits import budget_message, raise_open_file_limit
 from sofakafka.broker.offsets_topic import GroupCoordinatorRuntime
 from sofakafka.broker.producer_id_manager import ProducerIdManager
-from sofakafka.broker.replica_manager import ReplicaManager
+from sofakafka.broker.replica_manager import LeaderState, ReplicaManager
 from sofakafka.broker.replication import Replication
 from sofakafka.broker.server import SocketServer
 from sofakafka.client import ClientError
@@ -374,10 +374,17 @@ class Broker:
                 log.exception("applying a metadata change failed")
 
     async def _apply_metadata(self) -> None:
-        """Lead what the metadata says we lead, stop serving what moved away, follow config changes."""
+        """Lead what the metadata says we lead, stop serving what moved away, follow config changes.
+
+        Runs on every metadata change, so nothing here may cost per partition more than a comparison: the
+        partitions to lead are gathered and handed to the replica manager in one batch (their logs and epoch
+        checkpoints are written together), and a topic's log config is computed once per topic, not once per
+        partition.
+        """
         snap = self.node.cache.snapshot()
         rm = self.replica_manager
         wanted: set[tuple[str, int]] = set()
+        to_lead: list[LeaderState] = []
         for topic in snap.topics.values():
             for p in topic.partitions.values():
                 if p.leader != self.broker_id:
@@ -390,8 +397,10 @@ class Broker:
                         or current.replicas != list(p.replicas)):
                     if current is None and self._replication is not None:
                         await self._replication.before_leading((p.topic, p.partition))
-                    await rm.become_leader(p.topic, p.partition, p.leader_epoch, p.replicas, p.isr,
-                                           zk_version=p.zk_version, controller_epoch=p.controller_epoch)
+                    to_lead.append(LeaderState(p.topic, p.partition, p.leader_epoch, tuple(p.replicas), tuple(p.isr),
+                                               p.zk_version, p.controller_epoch))
+        if to_lead:
+            await rm.become_leaders(to_lead)
         for part in rm.partitions:
             if part.tp not in wanted and part.topic in snap.topics:
                 # Leadership moved elsewhere: stop serving it; replication below makes us its follower.
@@ -399,12 +408,12 @@ class Broker:
         if self._replication is not None:
             await self._replication.apply(snap)
             await self._delete_removed_replicas(snap)
-        for part in rm.partitions:
-            cfg = self.topic_log_config(part.topic, snap)
-            if cfg != part.log.config:
-                part.log.update_config(cfg)
-        for (followed_topic, _), lg in list(rm.follower_logs.items()):
-            cfg = self.topic_log_config(followed_topic, snap)
+        configs: dict[str, LogConfig] = {}
+        for topic_name, lg in [(part.topic, part.log) for part in rm.partitions] + \
+                [(tp[0], lg) for tp, lg in list(rm.follower_logs.items())]:
+            cfg = configs.get(topic_name)
+            if cfg is None:
+                cfg = configs[topic_name] = self.topic_log_config(topic_name, snap)
             if cfg != lg.config:
                 lg.update_config(cfg)
         if self._groups is not None:

@@ -74,14 +74,21 @@ class _MappedIndex(ABC, Generic[_E]):
         self._entries = 0
         self._loaded = False
         self._preallocate = False
-        if not self.path.exists():
-            self.path.touch()
+        # The file is created by the first entry written (Kafka's LazyIndex): a new partition costs one file
+        # (its .log), not three, and until then the index reads as empty.
+        self._exists = self.path.exists()
 
     # -- mapping management -------------------------------------------------------------------------------
     def _ensure_open(self) -> None:
         if self._loaded:
             return
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        if not self._exists:
+            self._length = 0
+            self._entries = 0
+            self._loaded = True
+            self._after_load()
+            return
+        fd = os.open(self.path, os.O_RDWR)
         try:
             length = os.fstat(fd).st_size
             if length % self.ENTRY_SIZE != 0:
@@ -141,7 +148,8 @@ class _MappedIndex(ABC, Generic[_E]):
         if self._mmap is not None:
             self._mmap.flush()
             self._unmap()
-        fd = os.open(self.path, os.O_RDWR)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._exists = True
         try:
             os.ftruncate(fd, rounded)
             self._length = rounded
@@ -156,10 +164,9 @@ class _MappedIndex(ABC, Generic[_E]):
         """Set the allocated size (never below the valid entries); True if it changed. Blocks on ftruncate."""
         with self._lock:
             self._max_index_size = new_size
-            if not self._loaded:
-                self._preallocate = True
-                return True
             self._preallocate = True
+            if not self._loaded or not self._exists:
+                return True  # done when the file is first loaded or written
             return self._resize_locked(new_size)
 
     def trim_to_valid_size(self) -> None:
@@ -267,6 +274,7 @@ class _MappedIndex(ABC, Generic[_E]):
         with self._lock:
             self._close_handles()
             self.path.unlink(missing_ok=True)
+            self._exists = False
 
     def reset(self) -> None:
         """Drop every entry (before a rebuild from the log), even from a file too damaged to open."""

@@ -354,7 +354,7 @@ class Log:
 
     def _load(self, had_clean_shutdown: bool) -> None:
         swap_logs = self._remove_temp_files_and_collect_swaps()
-        self._load_segment_files()
+        self._load_segment_files(had_clean_shutdown)
         self._complete_swaps(swap_logs)
         if not self._bases:
             self._add_segment(self._new_segment(self._log_start_offset))
@@ -414,7 +414,7 @@ class Log:
                 path.unlink(missing_ok=True)  # a .cleaned -> .swap rename that never reached its log
         return swaps
 
-    def _load_segment_files(self) -> None:
+    def _load_segment_files(self, had_clean_shutdown: bool = True) -> None:
         segments: dict[int, LogSegment] = {}
         for path in sorted(self.dir.iterdir()):
             name = path.name
@@ -432,7 +432,10 @@ class Log:
             indexes_exist = (self.dir / (stem + INDEX_SUFFIX)).exists() and \
                 (self.dir / (stem + TIME_INDEX_SUFFIX)).exists()
             seg = self._new_segment(base, active=False)
-            needs_recovery = not indexes_exist
+            # Index files are created by their first entry, so after a clean shutdown a missing one is an empty
+            # index (a segment that never reached index.interval.bytes); the checks below still walk its
+            # batches. After a crash, as in Kafka, a missing index means the segment is rebuilt.
+            needs_recovery = not indexes_exist and not had_clean_shutdown
             if not needs_recovery:
                 try:
                     seg.sanity_check()
