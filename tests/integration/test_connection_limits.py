@@ -151,8 +151,8 @@ def test_a_connection_over_its_address_limit_is_closed_with_a_logged_reason(
     sockets.append(over)
     assert closed_by_broker(over)
     assert answered(sockets[0])
-    wait_for("the rejection in the log", lambda: "rejected connection from 127.0.0.1" in limited.log_text()
-             and "maximum of 3 connections (max.connections.per.ip)" in limited.log_text() or None, WAIT_S)
+    wait_for("the rejection in the log", lambda: ("rejected connection from 127.0.0.1" in limited.log_text()
+             and "maximum of 3 connections (max.connections.per.ip)" in limited.log_text()) or None, WAIT_S)
     # Edge of the override (127.0.0.2:4): the fourth is accepted, the fifth is not (max.connections is 5 in
     # all, and these two addresses are alone on this broker now).
     sockets[2].close()
