@@ -281,6 +281,7 @@ class Broker:
                 unclean_leader_election_enable=config.get_bool("unclean.leader.election.enable"),
                 stop_replica_sender=self,
                 stale_registration_wait_s=session_timeout_s,
+                max_partitions_per_topic=config.get_int("sofakafka.max.partitions.per.topic"),
             )
 
         self._node = await self.run_blocking(open_store)
