@@ -302,3 +302,35 @@ def test_out_of_descriptors_the_listener_pauses_serves_the_open_ones_and_recover
         assert "open files: limit 160" in broker.log_text()
     finally:
         broker.kill()
+
+
+def test_a_consumer_far_behind_costs_one_fetch_of_memory_not_its_backlog(tmp_path: Path) -> None:
+    """40 MB stored, read from offset 0 by fetches of at most 1 MB: every answer is bounded by the fetch's
+    max bytes (whole batches: KIP-74's first one may exceed it) and the broker does not hold the backlog."""
+    from sofakafka.client import KafkaClient, NewTopic
+    from sofakafka.protocol.records import Record
+
+    broker = BrokerProcess(tmp_path / "b", {})
+    broker.start()
+    try:
+        with KafkaClient(broker.bootstrap) as client:
+            client.create_topics([NewTopic("behind", 1, 1)])
+            value = b"x" * 100_000
+            for _ in range(40):
+                client.produce("behind", 0, [Record(0, -1, None, value) for _ in range(10)])
+            before = rss_kb(broker.proc.pid)  # type: ignore[union-attr]
+            offset, largest, fetched_bytes = 0, 0, 0
+            while True:
+                result = client.fetch("behind", 0, offset, max_wait_ms=0, max_bytes=1_000_000)
+                if not result.records:
+                    break
+                size = sum(len(r.value or b"") for r in result.records)
+                largest = max(largest, size)
+                fetched_bytes += size
+                offset = result.next_offset
+            assert offset == 400 and fetched_bytes == 40_000_000
+            assert largest <= 1_000_000  # each answer within the fetch's max bytes (batches of 1 MB here)
+            grown_mb = (rss_kb(broker.proc.pid) - before) / 1024  # type: ignore[union-attr]
+            assert grown_mb < 30, f"the broker grew by {grown_mb:.0f} MB reading a 40 MB backlog"
+    finally:
+        broker.kill()
