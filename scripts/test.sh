@@ -26,6 +26,19 @@ PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
 
+# ---- spark (issue 17): pyspark, pyarrow and pandas (the `spark` extra, kept out of the broker's install) and
+# Spark's Kafka connector with the jars it needs beyond pyspark's, resolved from Maven Central by
+# interop/spark/pom.xml into a per-machine cache folder that sofakafka.pipelines.connector hands to Spark.
+# Maven runs only when that folder was not filled from this very pom (a copy of it marks a complete fill).
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[spark]'
+SPARK_JARS=$(.venv/bin/python -c 'from sofakafka.pipelines.connector import jars_dir; print(jars_dir())')
+if ! cmp -s interop/spark/pom.xml "$SPARK_JARS/.resolved-from-pom.xml"; then
+  mkdir -p "$SPARK_JARS"
+  mvn -q -B -f interop/spark/pom.xml dependency:copy-dependencies -Dsofakafka.spark.jars="$SPARK_JARS"
+  cp interop/spark/pom.xml "$SPARK_JARS/.resolved-from-pom.xml"
+fi
+# ---- end spark
+
 # kafkajs for tests/integration, pinned by tests/js/package-lock.json; `npm ci` only when the lockfile
 # changed since the last install, so a warm machine pays nothing.
 if ! cmp -s tests/js/package-lock.json tests/js/node_modules/.sofakafka-installed-lock; then

@@ -13,6 +13,8 @@ from tests.reference.fixtures import (  # noqa: F401
     reference_kafka,
     reference_zookeeper,
     scenario_jvms,
+    secured_reference_kafka,
+    secured_sofakafka_broker,
     sofakafka_broker,
 )
 

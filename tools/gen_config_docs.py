@@ -79,6 +79,9 @@ def describe_validator(fn: Callable[..., Any] | None) -> str:
         return "`*` or a list of `partitionId:brokerId`"
     if factory == "_any":
         return ""
+    if factory == "_authorizer_class":
+        return ("empty, `kafka.security.authorizer.AclAuthorizer`, `kafka.security.auth.SimpleAclAuthorizer` "
+                "or `sofakafka.security.authorizer.AclAuthorizer`")
     raise ValueError(f"gen_config_docs does not know how to describe validator {fn.__qualname__}")
 
 

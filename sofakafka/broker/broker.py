@@ -53,6 +53,7 @@ from sofakafka.broker.handlers.stop_replica import (
     stop_replica_request,
 )
 from sofakafka.broker.limits import budget_message, raise_open_file_limit
+from sofakafka.broker.listener_security import BrokerSecurity
 from sofakafka.broker.offsets_topic import GroupCoordinatorRuntime
 from sofakafka.broker.producer_id_manager import ProducerIdManager
 from sofakafka.broker.replica_manager import LeaderState, ReplicaManager
@@ -71,6 +72,8 @@ from sofakafka.controller.zookeeper import ZooKeeperMetadataStore, resolve_broke
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import DecodeError, ErrorCode, KafkaError
 from sofakafka.protocol.messages.stop_replica import StopReplicaResponse
+from sofakafka.security.authorizer import AclAuthorizer
+from sofakafka.security.store import SecurityMetadata
 from sofakafka.storage.cleaner import LogCleaner
 from sofakafka.storage.config import LogConfig
 from sofakafka.storage.errors import InvalidLogConfigError
@@ -99,7 +102,8 @@ class Broker:
         broker_id = config.effective_broker_id()
         # None: generated from ZooKeeper's /brokers/seqid once the session is open (_start_components).
         self.broker_id = -1 if broker_id is None else broker_id
-        self.server = SocketServer(self, config)
+        self.security = BrokerSecurity(config)
+        self.server = SocketServer(self, config, self.security)
         self.fetch_sessions = FetchSessionCache(config.get_int("max.incremental.fetch.session.cache.slots"))
         self._background = ThreadPoolExecutor(2, thread_name_prefix="background")
         # The controller's StopReplica requests to other brokers; one slow broker must not hold up the others.
@@ -175,6 +179,16 @@ class Broker:
         """The coordinator's link to ``__consumer_offsets`` (creation on first use, loading)."""
         assert self._groups is not None, "broker not started"
         return self._groups
+
+    @property
+    def authorizer(self) -> AclAuthorizer | None:
+        """Kafka's ACL authorizer when ``authorizer.class.name`` is set, else None (everything allowed)."""
+        return self.security.authorizer
+
+    @property
+    def security_metadata(self) -> SecurityMetadata | None:
+        """SCRAM users and ACLs in the metadata tree (None until the broker has opened its store)."""
+        return self.security.metadata
 
     @property
     def metadata_cache(self) -> MetadataCache:
@@ -286,6 +300,9 @@ class Broker:
 
         self._node = await self.run_blocking(open_store)
         assert self.store is not None
+        store = self.store
+        # Users and ACLs before serving: the first client's login and first request are checked.
+        await self.run_blocking(lambda: self.security.start(store))
         await self._wait_for_a_controller(session_timeout_s)
         # auto.leader.rebalance.enable: the check runs only while this broker is the active controller.
         self._node.controller.configure_leader_rebalance(
@@ -307,7 +324,8 @@ class Broker:
         self._logs_loaded = True
         self._replica_manager = ReplicaManager(self.broker_id, self._log_manager)
         self._replication = Replication(config, self.broker_id, self._replica_manager, self.store,
-                                        self._node.cache.snapshot, self.run_blocking)
+                                        self._node.cache.snapshot, self.run_blocking,
+                                        security=self.security.inter_broker)
         self._replication.start()
         self._groups = GroupCoordinatorRuntime.start(self)
         self._node.cache.add_listener(self._on_metadata_changed)
@@ -455,7 +473,8 @@ class Broker:
         timeout_s = self.config.get_int("controller.socket.timeout.ms") / 1000.0
         connection = inter_broker_connection(self.node.cache.snapshot(), broker_id,
                                              self.config.inter_broker_listener_name,
-                                             client_id=f"broker-{self.broker_id}-controller", timeout_s=timeout_s)
+                                             client_id=f"broker-{self.broker_id}-controller", timeout_s=timeout_s,
+                                             security=self.security.inter_broker)
         results: dict[TopicPartition, ErrorCode]
         if connection is None:
             results = dict.fromkeys(partitions, ErrorCode.BROKER_NOT_AVAILABLE)
@@ -626,6 +645,7 @@ class Broker:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._metadata_task
         await self._stop_blocking_parts()
+        self.security.close()
         log.info("sofakafka broker %d stopped", self.broker_id)
 
     async def _controlled_shutdown(self) -> None:
@@ -640,7 +660,7 @@ class Broker:
             self.broker_id, lambda: node.broker_epoch, node.cache, config.inter_broker_listener_name,
             max_retries=config.get_int("controlled.shutdown.max.retries"),
             retry_backoff_ms=config.get_int("controlled.shutdown.retry.backoff.ms"),
-            socket_timeout_ms=config.get_int("controller.socket.timeout.ms"))
+            socket_timeout_ms=config.get_int("controller.socket.timeout.ms"), security=self.security.inter_broker)
         log.info("broker %d: starting controlled shutdown", self.broker_id)
         if not await asyncio.to_thread(sender.run):
             return

@@ -143,6 +143,18 @@ def _kafka_version(value: ConfigValue) -> str | None:
     return f"must be a Kafka version such as 2.6 or 2.6-IV0, got {value!r}"
 
 
+AUTHORIZER_CLASS_NAMES = ("kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer",
+                          "sofakafka.security.authorizer.AclAuthorizer")
+"""Names ``authorizer.class.name`` accepts for our ACL authorizer: Kafka 2.6's, its deprecated one, ours."""
+
+
+def _authorizer_class(value: ConfigValue) -> str | None:
+    if value is None or (isinstance(value, str) and value.strip() in ("", *AUTHORIZER_CLASS_NAMES)):
+        return None
+    return (f"unknown authorizer {value!r}: sofakafka has one, Kafka's ACL authorizer, named "
+            f"{' or '.join(AUTHORIZER_CLASS_NAMES)} (empty turns authorization off)")
+
+
 @dataclass(frozen=True)
 class ConfigKey:
     """One broker key as Kafka 2.6 declares it."""
@@ -205,7 +217,20 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("ssl.truststore.password", _T.PASSWORD, None, "Trust store password.", dynamic=_PB),
     ConfigKey("ssl.truststore.type", _T.STRING, "JKS", "Trust store format.", dynamic=_PB),
     ConfigKey("ssl.client.auth", _T.STRING, "none", "Whether SSL clients must present a certificate.", one_of("required", "requested", "none"), dynamic=_PB),
-    ConfigKey("authorizer.class.name", _T.STRING, "", "Authorizer; empty means none."),
+    ConfigKey("ssl.keystore.certificate.chain", _T.PASSWORD, None, "PEM certificate chain (with ssl.keystore.type=PEM), instead of ssl.keystore.location.", dynamic=_PB),
+    ConfigKey("ssl.keystore.key", _T.PASSWORD, None, "PEM private key (with ssl.keystore.type=PEM), instead of ssl.keystore.location.", dynamic=_PB),
+    ConfigKey("ssl.truststore.certificates", _T.PASSWORD, None, "PEM trusted certificates (with ssl.truststore.type=PEM), instead of ssl.truststore.location.", dynamic=_PB),
+    ConfigKey("ssl.enabled.protocols", _T.LIST, ["TLSv1.2", "TLSv1.3"], "TLS versions accepted.", list_of("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3"), dynamic=_PB),
+    ConfigKey("ssl.protocol", _T.STRING, "TLSv1.3", "Not applicable: ssl.enabled.protocols bounds the versions OpenSSL negotiates.", dynamic=_PB, applicable=False),
+    ConfigKey("ssl.cipher.suites", _T.LIST, [], "Cipher suites (IANA or OpenSSL names); empty means OpenSSL's defaults.", dynamic=_PB),
+    ConfigKey("ssl.endpoint.identification.algorithm", _T.STRING, "https", "https: inter-broker TLS checks the peer's host name; empty: it does not.", dynamic=_PB),
+    ConfigKey("ssl.principal.mapping.rules", _T.STRING, "DEFAULT", "RULE:pattern/replacement/[LU] rules (and DEFAULT) mapping a client certificate's DN to a user name."),
+    ConfigKey("sasl.jaas.config", _T.PASSWORD, None, "JAAS login module config for every SASL listener and mechanism without its own listener.name.<listener>.<mechanism>.sasl.jaas.config."),
+    ConfigKey("sasl.server.max.receive.size", _T.INT, 524288, "Largest frame accepted before SASL authentication completes.", at_least(1)),
+    ConfigKey("connections.max.reauth.ms", _T.LONG, 0, "SASL session lifetime (KIP-368); a client re-authenticates before it ends; 0 means forever.", at_least(0)),
+    ConfigKey("connection.failed.authentication.delay.ms", _T.INT, 100, "Delay before answering a failed authentication and closing the connection.", at_least(0)),
+    ConfigKey("sofakafka.authentication.timeout.ms", _T.INT, 30000, "A TLS handshake or SASL authentication not complete after this closes the connection.", at_least(1)),
+    ConfigKey("authorizer.class.name", _T.STRING, "", "Authorizer: kafka.security.authorizer.AclAuthorizer (or kafka.security.auth.SimpleAclAuthorizer) turns ACLs on; empty means none.", _authorizer_class),
     ConfigKey("super.users", _T.STRING, None, "Semicolon-separated principals the authorizer always allows."),
     ConfigKey("allow.everyone.if.no.acl.found", _T.BOOLEAN, False, "Authorizer: allow a resource that has no ACL."),
     # --- network

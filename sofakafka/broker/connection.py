@@ -29,15 +29,26 @@ API at a version we do not handle is answered with UNSUPPORTED_VERSION when the 
 error code, and closes the connection otherwise. An ApiVersions request of an unknown version gets the KIP-511
 answer. A handler may ask for the close itself (``RequestContext.close_connection``: a failed acks=0
 Produce). Handler failures are turned into error responses here and only here.
+
+Security. A TLS listener's connection arrives here after its handshake (server.py); its principal is the
+mapped DN of the client's certificate, or ``User:ANONYMOUS``. On a SASL listener a
+:class:`~sofakafka.security.sasl.SaslAuthenticator` guards the connection: until it is authenticated only
+ApiVersions, SaslHandshake and SaslAuthenticate may come (anything else closes it, as Kafka does), frames are
+limited to ``sasl.server.max.receive.size``, the whole login must finish within
+``sofakafka.authentication.timeout.ms``, and after a SaslHandshake v0 the next frame is a bare token answered
+with a bare token (no Kafka header). An expired KIP-368 session closes the connection at its next request.
+The principal reaches every handler in :attr:`RequestContext.principal`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 import socket
 import struct
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -45,6 +56,7 @@ from typing import Protocol
 from sofakafka.broker.context import BrokerContext
 from sofakafka.broker.handlers import HandlerSpec, RawResponse, RequestContext, lookup
 from sofakafka.broker.handlers.api_versions import unsupported_version_response
+from sofakafka.broker.listener_security import BrokerSecurity, ListenerSecurity
 from sofakafka.protocol.api import decode_request_body, response_type
 from sofakafka.protocol.errors import ErrorCode, KafkaError, ProtocolError, UnsupportedVersionError
 from sofakafka.protocol.headers import (
@@ -55,6 +67,8 @@ from sofakafka.protocol.headers import (
     response_header_version,
 )
 from sofakafka.protocol.schema import Request, Response
+from sofakafka.security.principal import ANONYMOUS, PrincipalMappingError
+from sofakafka.security.sasl import IllegalSaslStateError, SaslAuthenticationError, SaslAuthenticator
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +81,11 @@ _EMPTY_VIEW = memoryview(b"")
 
 class ConnectionOwner(Protocol):
     """What a connection needs from the server that accepted it (sofakafka/broker/server.py's SocketServer):
-    its limits, admission and departure, whether it is shutting down, and the broker its handlers see."""
+    its limits, admission and departure, whether it is shutting down, the listeners' security (TLS principals,
+    SASL logins) and the broker its handlers see."""
 
     broker: BrokerContext
+    security: BrokerSecurity
     max_request_bytes: int
     max_inflight: int
     idle_seconds: float
@@ -94,10 +110,15 @@ class _Slot:
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, server: ConnectionOwner, listener_name: str, security_protocol: str) -> None:
+    def __init__(self, server: ConnectionOwner, listener_name: str, security_protocol: str,
+                 listener: ListenerSecurity | None = None) -> None:
         self.server = server
         self.listener_name = listener_name
         self.security_protocol = security_protocol
+        self.listener = listener
+        self.principal = ANONYMOUS
+        self.sasl: SaslAuthenticator | None = None
+        self._auth_timer: asyncio.TimerHandle | None = None
         self.transport: asyncio.Transport | None = None
         self.peer: tuple[str, int] = ("?", 0)
         self._scratch: bytearray | None = None  # taken when bytes arrive (see the module doc)
@@ -126,7 +147,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         tr: asyncio.Transport = transport  # type: ignore[assignment]
         self.transport = tr
         peer = transport.get_extra_info("peername")
-        if isinstance(peer, tuple) and len(peer) >= 2:
+        if self.peer[0] == "?" and isinstance(peer, tuple) and len(peer) >= 2:  # else the server's accept set it
             self.peer = (str(peer[0]), int(peer[1]))
         sock = transport.get_extra_info("socket")
         if sock is not None:
@@ -140,6 +161,27 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         if self.server.idle_seconds > 0:
             self._idle_timer = loop.call_later(self.server.idle_seconds, self._check_idle)
+        listener = self.listener
+        if listener is None:
+            return
+        security = self.server.security
+        if listener.uses_ssl:
+            try:
+                self.principal = security.certificate_principal(listener, transport.get_extra_info("ssl_object"))
+            except PrincipalMappingError as exc:
+                self.close_for(f"failed authentication: {exc}", drain=False)
+                return
+        if listener.uses_sasl:
+            self.sasl = security.new_authenticator(listener)
+            self._connection_state["sasl"] = self.sasl
+            self._auth_timer = loop.call_later(security.authentication_timeout_s, self._check_authenticated)
+
+    def _check_authenticated(self) -> None:
+        self._auth_timer = None
+        if self.sasl is not None and self.sasl.in_progress and not self._closing:
+            self.close_for(f"SASL authentication not complete after "
+                           f"{self.server.security.authentication_timeout_s * 1000:.0f} ms "
+                           "(sofakafka.authentication.timeout.ms)", drain=False)
 
     def _tune_socket(self, sock: socket.socket) -> None:
         try:
@@ -155,6 +197,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._closing = True
         if self._idle_timer is not None:
             self._idle_timer.cancel()
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
         self._pending.clear()
         self._frame = None
         self.server.connection_closed(self)
@@ -206,11 +250,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         assert buf is not None
         end = self._scratch_end
         max_bytes = self.server.max_request_bytes
+        limit_key = "socket.request.max.bytes"
+        if self.sasl is not None and self.sasl.in_progress:
+            max_bytes, limit_key = min(max_bytes, self.server.security.max_receive_size), "sasl.server.max.receive.size"
         pos = 0
         while end - pos >= 4:
             (size,) = _SIZE.unpack_from(buf, pos)
             if size < 0 or size > max_bytes:
-                self.close_for(f"request frame of {size} bytes, socket.request.max.bytes is {max_bytes}",
+                self.close_for(f"request frame of {size} bytes, {limit_key} is {max_bytes}",
                                drain=False)
                 return
             if end - pos - 4 >= size:
@@ -248,6 +295,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _dispatch(self, frame: bytearray) -> None:
         # A complete request is what counts as activity for connections.max.idle.ms, not bytes that trickle in.
         self._last_activity = asyncio.get_running_loop().time()
+        sasl = self.sasl
+        if sasl is not None and sasl.expecting_raw_token:
+            self._raw_sasl_token(sasl, bytes(frame))
+            return
         try:
             header, body_offset = decode_request_header(frame)
         except UnsupportedVersionError as exc:
@@ -257,6 +308,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.close_for(f"malformed request header: {exc}")
             return
         key, version = header.request_api_key, header.request_api_version
+        if sasl is not None:
+            try:
+                sasl.check_request(key, _now_ms())
+            except IllegalSaslStateError as exc:
+                self.close_for(f"{exc} ({_api_name(key)} v{version})")
+                return
         spec = lookup(key)
         if spec is None or not spec.accepts(version):
             if key == API_VERSIONS_KEY:
@@ -285,6 +342,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             security_protocol=self.security_protocol,
             client_host=self.peer[0],
             client_port=self.peer[1],
+            principal=sasl.principal or ANONYMOUS if sasl is not None else self.principal,
             connection_state=self._connection_state,
             close_connection=self.close_for,
         )
@@ -292,6 +350,30 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         self._update_reading()
+
+    def _raw_sasl_token(self, sasl: SaslAuthenticator, token: bytes) -> None:
+        """SaslHandshake v0 framing: a bare token in, a bare token out; a failure just closes (v0 cannot say)."""
+        slot = _Slot(-1)
+        self._pending.append(slot)
+        try:
+            answer = sasl.authenticate(token, _now_ms())
+        except SaslAuthenticationError as exc:
+            self._pending.remove(slot)
+            self._fail_login_later(exc.detail)
+            return
+        except IllegalSaslStateError as exc:
+            self._pending.remove(slot)
+            self.close_for(str(exc))
+            return
+        self._finish(slot, [_SIZE.pack(len(answer)) + answer])
+
+    def _fail_login_later(self, detail: str) -> None:
+        """A failed login closes after ``connection.failed.authentication.delay.ms``, reading nothing more."""
+        self._close_when_drained = True
+        self._update_reading()
+        delay = self.server.security.failed_authentication_delay_s
+        asyncio.get_running_loop().call_later(
+            delay, functools.partial(self.close_for, f"failed authentication: {detail}", drain=False))
 
     async def _run(self, spec: HandlerSpec, ctx: RequestContext, body: Request, slot: _Slot) -> None:
         header = ctx.header
@@ -475,6 +557,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     async def wait_closed(self) -> None:
         await self._closed
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
 
 
 def _api_name(api_key: int) -> str:

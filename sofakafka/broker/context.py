@@ -34,6 +34,8 @@ from sofakafka.controller.store import MetadataStore
 from sofakafka.controller.topics import TopicAdmin
 from sofakafka.controller.zk_data import TopicPartition
 from sofakafka.protocol.errors import ErrorCode
+from sofakafka.security.authorizer import AclAuthorizer
+from sofakafka.security.store import SecurityMetadata
 from sofakafka.storage.log_manager import LogManager
 
 T = TypeVar("T")
@@ -128,6 +130,19 @@ class BrokerContext(CoordinatorContext, Protocol):
     @property
     def producer_id_manager(self) -> ProducerIdManager:
         """Hands out producer ids; ``generate_producer_id`` may block on the store."""
+        ...
+
+    # -- security -----------------------------------------------------------------------------------------------
+    @property
+    def authorizer(self) -> AclAuthorizer | None:
+        """Kafka's ACL authorizer when ``authorizer.class.name`` is set; None means every request is allowed
+        (broker/handlers/_authz.py is how handlers ask it)."""
+        ...
+
+    @property
+    def security_metadata(self) -> SecurityMetadata | None:
+        """SCRAM users and ACLs in the metadata tree, followed on every broker (None until the store is open);
+        its writes block on the store (``run_blocking``)."""
         ...
 
     # -- this broker --------------------------------------------------------------------------------------------

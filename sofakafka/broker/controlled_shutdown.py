@@ -31,6 +31,7 @@ import logging
 from collections.abc import Callable
 
 from sofakafka.client import BrokerConnection, ClientError
+from sofakafka.client.security import ClientSecurity
 from sofakafka.controller.metadata import ClusterMetadata, MetadataCache
 from sofakafka.protocol.errors import DecodeError, ErrorCode, KafkaError
 from sofakafka.protocol.messages.controlled_shutdown import (
@@ -42,7 +43,7 @@ log = logging.getLogger(__name__)
 
 
 def inter_broker_connection(snap: ClusterMetadata, broker_id: int, listener_name: str, *, client_id: str,
-                            timeout_s: float) -> BrokerConnection | None:
+                            timeout_s: float, security: ClientSecurity | None = None) -> BrokerConnection | None:
     """A connection (opened by its first send) to ``broker_id``'s endpoint on the inter-broker listener, as the
     metadata cache knows it; None when the broker is not registered. Every request one broker sends another
     outside replication goes this way: ControlledShutdown to the controller, StopReplica from it."""
@@ -51,12 +52,13 @@ def inter_broker_connection(snap: ClusterMetadata, broker_id: int, listener_name
         return None
     endpoint = snap.endpoint(broker_id, listener_name) or broker.endpoints[0]
     return BrokerConnection(endpoint.host or "localhost", endpoint.port, timeout_s=timeout_s, client_id=client_id,
-                            node_id=broker_id)
+                            node_id=broker_id, security=security)
 
 
 class ControlledShutdownSender:
     def __init__(self, broker_id: int, broker_epoch: Callable[[], int], cache: MetadataCache, listener_name: str,
-                 *, max_retries: int, retry_backoff_ms: int, socket_timeout_ms: int) -> None:
+                 *, max_retries: int, retry_backoff_ms: int, socket_timeout_ms: int,
+                 security: ClientSecurity | None = None) -> None:
         """``broker_epoch`` is read at each attempt: a renewed ZooKeeper session re-registers with a new one."""
         self.broker_id = broker_id
         self._broker_epoch = broker_epoch
@@ -65,6 +67,7 @@ class ControlledShutdownSender:
         self._max_retries = max_retries
         self._backoff_s = retry_backoff_ms / 1000.0
         self._timeout_s = socket_timeout_ms / 1000.0
+        self._security = security
         self._connection: BrokerConnection | None = None
         self._connected_to: int | None = None
         self.remaining: list[tuple[str, int]] = []
@@ -102,7 +105,7 @@ class ControlledShutdownSender:
             self._close()
             self._connection = inter_broker_connection(snap, controller_id, self._listener_name,
                                                        client_id=f"broker-{self.broker_id}-controlled-shutdown",
-                                                       timeout_s=self._timeout_s)
+                                                       timeout_s=self._timeout_s, security=self._security)
             self._connected_to = controller_id
         assert self._connection is not None
         request = ControlledShutdownRequest(broker_id=self.broker_id, broker_epoch=self._broker_epoch())

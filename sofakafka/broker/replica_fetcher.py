@@ -36,6 +36,8 @@ from dataclasses import dataclass
 
 from sofakafka.broker.replica_manager import ReplicaManager, TopicPartition
 from sofakafka.broker.replication_quota import UNTHROTTLED, ReplicationQuota, follower_throttled
+from sofakafka.client.errors import AuthenticationError
+from sofakafka.client.security import ClientSecurity, SaslLogin
 from sofakafka.controller.metadata import ClusterMetadata, PartitionMetadata
 from sofakafka.protocol.api import decode_response, encode_request, size_prefixed
 from sofakafka.protocol.errors import DecodeError, ErrorCode
@@ -230,9 +232,28 @@ class _Connection:
         self._correlation_id = 0
 
     @classmethod
-    async def open(cls, host: str, port: int, client_id: str, timeout_s: float) -> _Connection:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
-        return cls(reader, writer, client_id)
+    async def open(cls, host: str, port: int, client_id: str, timeout_s: float,
+                   security: ClientSecurity | None = None) -> _Connection:
+        """Connect (TLS when the inter-broker listener wants it) and log in (SASL when it wants that)."""
+        tls = security.ssl_context if security is not None and security.uses_ssl else None
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(host, port, ssl=tls, server_hostname=host if tls is not None else None),
+            timeout_s)
+        conn = cls(reader, writer, client_id)
+        if security is not None and security.uses_sasl:
+            try:
+                await conn.authenticate(security, timeout_s)
+            except BaseException:
+                await conn.close()
+                raise
+        return conn
+
+    async def authenticate(self, security: ClientSecurity, timeout_s: float) -> None:
+        """The SASL login of the inter-broker listener (SaslHandshake and SaslAuthenticate v1)."""
+        login = SaslLogin(security, "the leader")
+        request: Request | None = login.first_request()
+        while request is not None:
+            request = login.next_request(await self.send(request, 1, timeout_s))
 
     async def send(self, request: Request, version: int, timeout_s: float) -> Response:
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
@@ -285,6 +306,7 @@ class FetcherSettings:
     quota_window_num: int = 11
     quota_window_size_seconds: int = 1
     follower_throttled_rate: int = UNTHROTTLED  # server.properties; /config/brokers/<id> overrides it
+    security: ClientSecurity | None = None  # TLS/SASL of the inter-broker listener
 
 
 class ReplicaFetcher:
@@ -334,7 +356,7 @@ class ReplicaFetcher:
             endpoint = snap.endpoint(self.source_broker, self._settings.listener_name) or broker.endpoints[0]
             self._conn = await _Connection.open(endpoint.host or "localhost", endpoint.port,
                                                 f"broker-{self._settings.broker_id}-fetcher-{self.source_broker}",
-                                                self._settings.socket_timeout_ms / 1000.0)
+                                                self._settings.socket_timeout_ms / 1000.0, self._settings.security)
         return self._conn
 
     def _ready(self) -> list[FollowedPartition]:
@@ -365,7 +387,8 @@ class ReplicaFetcher:
                 fetching = [fp for fp in ready if not fp.needs_truncation and self._current(fp)]
                 if fetching:
                     await self._fetch(fetching)
-            except (TimeoutError, OSError, ConnectionError, asyncio.IncompleteReadError, DecodeError) as exc:
+            except (TimeoutError, OSError, ConnectionError, asyncio.IncompleteReadError, DecodeError,
+                    AuthenticationError) as exc:
                 log.info("replica fetcher from broker %d: %s; retrying in %d ms", self.source_broker,
                          exc or type(exc).__name__, self._settings.fetch_backoff_ms)
                 await self._disconnect()

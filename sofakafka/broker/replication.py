@@ -14,6 +14,7 @@ from sofakafka.broker.config import KafkaConfig
 from sofakafka.broker.isr import IsrManager
 from sofakafka.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from sofakafka.broker.replica_manager import ReplicaManager, TopicPartition
+from sofakafka.client.security import ClientSecurity
 from sofakafka.controller.metadata import ClusterMetadata, PartitionMetadata
 from sofakafka.controller.store import MetadataStore
 
@@ -21,7 +22,8 @@ from sofakafka.controller.store import MetadataStore
 class Replication:
     def __init__(self, config: KafkaConfig, broker_id: int, replica_manager: ReplicaManager, store: MetadataStore,
                  metadata: Callable[[], ClusterMetadata],
-                 run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]]) -> None:
+                 run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]],
+                 security: ClientSecurity | None = None) -> None:
         self.broker_id = broker_id
         self.fetchers = ReplicaFetcherManager(
             replica_manager,
@@ -37,6 +39,7 @@ class Replication:
                 quota_window_num=config.get_int("replication.quota.window.num"),
                 quota_window_size_seconds=config.get_int("replication.quota.window.size.seconds"),
                 follower_throttled_rate=config.get_int("follower.replication.throttled.rate"),
+                security=security,
             ),
             metadata,
         )

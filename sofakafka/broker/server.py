@@ -1,5 +1,12 @@
 """The listeners: one accept loop per ``listeners`` entry, each connection a :class:`KafkaConnection`.
 
+Every security protocol is served: PLAINTEXT as it is; SSL and SASL_SSL connections go through a TLS
+handshake first (``loop.connect_accepted_socket`` with the context, in a task of its own so a slow handshake
+does not hold up the accept loop, bounded by ``sofakafka.authentication.timeout.ms``; a failed handshake is
+logged with its reason and closes that socket alone), then become a :class:`KafkaConnection` like any other;
+SASL_* connections authenticate before anything else (see connection.py). The settings of each listener come
+from :mod:`sofakafka.broker.listener_security`, checked before any port is bound.
+
 Only PLAINTEXT is served for now; the listener names, the protocol map and ``advertised.listeners`` are
 parsed in full (KafkaConfig), so SSL and SASL_* listeners will plug in here by wrapping the transport. A
 listener of another protocol stops start-up naming it rather than silently serving plaintext on it.
@@ -17,6 +24,8 @@ reason; the connections already open are served as before):
   room, so replication and the controller never lock themselves out.
 * ``max.connections.per.ip`` and ``max.connections.per.ip.overrides``: a connection over its address's limit is
   accepted and closed at once.
+* A TLS handshake in progress counts as a connection (of its address and of the broker) from its accept on, so a
+  flood of unfinished handshakes cannot get around the limits.
 * Running out of descriptors (EMFILE/ENFILE on accept): the listener logs it, pauses accepting for a moment and
   tries again; nothing else is affected.
 
@@ -46,10 +55,11 @@ from sofakafka.broker.config import (
 )
 from sofakafka.broker.connection import KafkaConnection
 from sofakafka.broker.context import BrokerContext
+from sofakafka.broker.listener_security import BrokerSecurity, ListenerSecurity
 
 log = logging.getLogger(__name__)
 
-SUPPORTED_PROTOCOLS = (SecurityProtocol.PLAINTEXT,)
+SUPPORTED_PROTOCOLS = tuple(SecurityProtocol)
 # After accept fails for want of descriptors (or memory), wait this long before the next attempt.
 ACCEPT_BACKOFF_S = 0.5
 # A refusal repeated within this many seconds is counted, not logged again.
@@ -60,9 +70,12 @@ _OUT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 class SocketServer:
     """Every listener's sockets and connections; a connection reaches the broker through ``broker``."""
 
-    def __init__(self, broker: BrokerContext, config: KafkaConfig) -> None:
+    def __init__(self, broker: BrokerContext, config: KafkaConfig, security: BrokerSecurity) -> None:
         self.broker = broker
         self.config = config
+        self.security = security
+        # TLS handshakes in progress (each counted against the limits from its accept on).
+        self._handshakes: set[asyncio.Task[None]] = set()
         self.max_request_bytes = config.get_int("socket.request.max.bytes")
         self.max_inflight = config.get_int("queued.max.requests")
         self.idle_seconds = config.get_int("connections.max.idle.ms") / 1000.0
@@ -77,7 +90,9 @@ class SocketServer:
         self._per_ip_overrides = _resolve_overrides(
             parse_connection_overrides("max.connections.per.ip.overrides",
                                        config.get_str("max.connections.per.ip.overrides")))
+        # Admitted connections, counted from their accept (a TLS handshake in progress included) to their close.
         self._per_ip: dict[str, int] = {}
+        self._admitted = 0
         self.inter_broker_listener = config.inter_broker_listener_name
         self._protected = len(config.listeners) > 1
         self.shutting_down = False
@@ -97,7 +112,8 @@ class SocketServer:
         for e in endpoints:
             if e.security_protocol not in SUPPORTED_PROTOCOLS:
                 raise ConfigError("listeners", f"listener {e.listener_name} uses {e.security_protocol.value}, "
-                                               "which this broker does not serve yet (only PLAINTEXT)")
+                                               "which this broker does not serve")
+        self.security.configure()
         advertised = {e.listener_name: e for e in self.config.advertised_listeners}
         try:
             for e in endpoints:
@@ -120,26 +136,27 @@ class SocketServer:
     def _protected_listener(self, listener_name: str) -> bool:
         return self._protected and listener_name == self.inter_broker_listener
 
+    def _slot_available(self, protected: bool) -> bool:
+        return protected or self._admitted < self.max_connections
+
     async def _accept_loop(self, endpoint: EndPoint, sock: socket.socket) -> None:
         loop = asyncio.get_running_loop()
         name = endpoint.listener_name
         protected = self._protected_listener(name)
-
-        def factory() -> KafkaConnection:
-            return KafkaConnection(self, name, endpoint.security_protocol.value)
+        listener = self.security.listeners[name]
 
         while not self.shutting_down:
-            if not protected and len(self.connections) >= self.max_connections:
+            if not self._slot_available(protected):
                 self.waits_for_a_slot += 1
                 log.warning("listener %s stops accepting: max.connections (%d) reached; new clients wait until "
                             "a connection closes", name, self.max_connections)
-                while len(self.connections) >= self.max_connections and not self.shutting_down:
+                while not self._slot_available(protected) and not self.shutting_down:
                     self._slot_freed.clear()
                     await self._slot_freed.wait()
                 if self.shutting_down:
                     return
                 log.info("listener %s accepts again: %d connections, max.connections is %d", name,
-                         len(self.connections), self.max_connections)
+                         self._admitted, self.max_connections)
             try:
                 conn_sock, address = await loop.sock_accept(sock)
             except asyncio.CancelledError:
@@ -149,13 +166,14 @@ class SocketServer:
                     return
                 if exc.errno in _OUT_OF_RESOURCES:
                     self._log_refusal(f"accept-{name}", "listener %s cannot accept: %s (%d connections open); "
-                                      "trying again in %.1f s", name, exc.strerror or exc, len(self.connections),
+                                      "trying again in %.1f s", name, exc.strerror or exc, self._admitted,
                                       ACCEPT_BACKOFF_S)
                     await asyncio.sleep(ACCEPT_BACKOFF_S)
                 else:
                     log.warning("listener %s: accept failed: %s", name, exc)
                 continue
             host = str(address[0]) if isinstance(address, tuple) else "?"
+            port = int(address[1]) if isinstance(address, tuple) and len(address) >= 2 else 0
             limit = self._per_ip_overrides.get(host, self.max_connections_per_ip)
             if self._per_ip.get(host, 0) >= limit:
                 self.refused += 1
@@ -164,14 +182,72 @@ class SocketServer:
                                   ".overrides" if host in self._per_ip_overrides else "")
                 _close_quietly(conn_sock)
                 continue
-            if protected and len(self.connections) >= self.max_connections:
+            if protected and self._admitted >= self.max_connections:
                 self._make_room(name)
-            try:
-                conn_sock.setblocking(False)
+            self._take(host)
+            conn_sock.setblocking(False)
+            if listener.ssl_context is not None:
+                task = loop.create_task(self._start(endpoint, listener, conn_sock, host, port))
+                self._handshakes.add(task)
+                task.add_done_callback(self._handshakes.discard)
+            else:
+                await self._start(endpoint, listener, conn_sock, host, port)
+
+    async def _start(self, endpoint: EndPoint, listener: ListenerSecurity, conn_sock: socket.socket, host: str,
+                     port: int) -> None:
+        """Make an admitted socket a connection (after its TLS handshake on an SSL listener); if it never becomes
+        one, give its slot back."""
+        made: list[KafkaConnection] = []
+
+        def factory() -> KafkaConnection:
+            conn = KafkaConnection(self, endpoint.listener_name, endpoint.security_protocol.value, listener)
+            conn.peer = (host, port)  # the address its slot was counted under
+            made.append(conn)
+            return conn
+
+        loop = asyncio.get_running_loop()
+        try:
+            if listener.ssl_context is None:
                 await loop.connect_accepted_socket(factory, conn_sock)
-            except OSError as exc:
-                log.warning("listener %s: connection from %s failed as it started: %s", name, host, exc)
-                _close_quietly(conn_sock)
+            else:
+                await loop.connect_accepted_socket(
+                    factory, conn_sock, ssl=listener.ssl_context,
+                    ssl_handshake_timeout=self.security.authentication_timeout_s)
+        except asyncio.CancelledError:
+            self._give_back(made, host)
+            _close_quietly(conn_sock)
+            raise
+        except (OSError, TimeoutError, ConnectionError, ValueError) as exc:
+            self._give_back(made, host)
+            _close_quietly(conn_sock)
+            text = str(exc) or type(exc).__name__
+            if listener.ssl_context is None:
+                log.warning("listener %s: connection from %s failed as it started: %s", endpoint.listener_name,
+                            host, text)
+                return
+            if isinstance(exc, TimeoutError) or "taking longer" in text:
+                text = (f"not complete after {self.security.authentication_timeout_s * 1000:.0f} ms "
+                        "(sofakafka.authentication.timeout.ms)")
+            log.warning("closing connection from %s:%d on %s: TLS handshake failed: %s", host, port,
+                        endpoint.listener_name, text)
+
+    def _give_back(self, made: list[KafkaConnection], host: str) -> None:
+        if made and made[0] in self.connections:
+            return  # it opened: its close gives the slot back
+        self._release(host)
+
+    def _take(self, host: str) -> None:
+        self._admitted += 1
+        self._per_ip[host] = self._per_ip.get(host, 0) + 1
+
+    def _release(self, host: str) -> None:
+        self._admitted -= 1
+        left = self._per_ip.get(host, 0) - 1
+        if left > 0:
+            self._per_ip[host] = left
+        else:
+            self._per_ip.pop(host, None)
+        self._slot_freed.set()
 
     def _make_room(self, listener_name: str) -> None:
         """A protected (inter-broker) connection arrives at max.connections: close the least recently active
@@ -202,28 +278,24 @@ class SocketServer:
         return BoundListener(e.listener_name, e.security_protocol, e.host, port, adv_host, adv_port)
 
     def connection_opened(self, conn: KafkaConnection) -> bool:
-        """Count the connection in (the accept loop has checked the limits already)."""
-        host = conn.peer[0]
+        """Take the connection in (the accept loop has checked the limits and counted it already)."""
+        if self.shutting_down:
+            # Its handshake finished as the broker stopped: it will not be served.
+            self._release(conn.peer[0])
+            return False
         self.connections.add(conn)
-        self._per_ip[host] = self._per_ip.get(host, 0) + 1
         return True
 
     def connection_closed(self, conn: KafkaConnection) -> None:
         if conn not in self.connections:
             return
         self.connections.discard(conn)
-        host = conn.peer[0]
-        left = self._per_ip.get(host, 0) - 1
-        if left > 0:
-            self._per_ip[host] = left
-        else:
-            self._per_ip.pop(host, None)
-        self._slot_freed.set()
+        self._release(conn.peer[0])
 
     async def stop_accepting(self) -> None:
         self.shutting_down = True
         self._slot_freed.set()
-        for task in self._accepting:
+        for task in [*self._accepting, *self._handshakes]:
             task.cancel()
         for task in self._accepting:
             with contextlib.suppress(asyncio.CancelledError):

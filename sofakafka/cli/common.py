@@ -11,9 +11,12 @@ A tool module builds its parser with :func:`verb_parser`, adds :func:`add_connec
 
 ``--command-config FILE`` is the client properties file of Kafka's tools (``--producer.config`` and
 ``--consumer.config`` for the console producer and consumer). The keys that change what the client does
-here are :data:`CLIENT_KEYS`; ``security.protocol`` must be PLAINTEXT, the only one the tools speak yet, and is
-refused naming the key otherwise; any other key (a Java client setting with no meaning here) is named in a
-warning on stderr and otherwise ignored, as Kafka's clients warn about configs they do not know.
+here are :data:`CLIENT_KEYS` and the TLS/SASL settings of
+:data:`~sofakafka.security.client_config.CLIENT_PROPERTIES` (``security.protocol`` PLAINTEXT, SSL,
+SASL_PLAINTEXT or SASL_SSL; ``sasl.mechanism`` and ``sasl.jaas.config``; PEM ``ssl.truststore.location`` and
+``ssl.keystore.location``; librdkafka's names too); a setting that cannot be used is refused naming the file and
+the key. Any other key (a Java client setting with no meaning here) is named in a warning on stderr and
+otherwise ignored, as Kafka's clients warn about configs they do not know.
 """
 
 from __future__ import annotations
@@ -25,12 +28,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from sofakafka.client import ClientError, KafkaClient
+from sofakafka.client.security import ClientSecurity
 from sofakafka.protocol.errors import KafkaError
+from sofakafka.security import SecurityConfigError
+from sofakafka.security.client_config import CLIENT_PROPERTIES, client_security_from_properties
 
 DEFAULT_REQUEST_TIMEOUT_MS = 30_000
 DEFAULT_RETRY_BACKOFF_MS = 100
-CLIENT_KEYS = ("client.id", "request.timeout.ms", "retry.backoff.ms", "security.protocol")
-SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
+CLIENT_KEYS = ("client.id", "request.timeout.ms", "retry.backoff.ms")
 
 
 class UsageError(Exception):
@@ -53,7 +58,8 @@ def add_connection_options(p: argparse.ArgumentParser, config_flag: str = "--com
     and ``--request-timeout-ms``."""
     p.add_argument("--bootstrap-server", help="host:port[,host:port...] of the brokers to connect to")
     p.add_argument(config_flag, dest="command_config", metavar="FILE",
-                   help="client properties (client.id, request.timeout.ms, retry.backoff.ms, security.protocol)")
+                   help="client properties: client.id, request.timeout.ms, retry.backoff.ms, and TLS/SASL "
+                        "(security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ...)")
     p.add_argument("--request-timeout-ms", type=int, default=None,
                    help=f"deadline of every request (default {DEFAULT_REQUEST_TIMEOUT_MS}, or the file's "
                         "request.timeout.ms)")
@@ -120,18 +126,15 @@ def _int_property(props: Mapping[str, str], key: str, path: str) -> int | None:
 
 
 def client(args: argparse.Namespace, verb: str) -> KafkaClient:
-    """The tool's client: ``--bootstrap-server`` (required), then ``--command-config``'s settings, then the
-    command line's own ``--request-timeout-ms`` over the file's."""
+    """The tool's client: ``--bootstrap-server`` (required), then ``--command-config``'s settings (TLS and SASL
+    too), then the command line's own ``--request-timeout-ms`` over the file's."""
     if not args.bootstrap_server:
         raise UsageError("--bootstrap-server is required")
     path = getattr(args, "command_config", None)
     props = read_properties(path) if path else {}
+    security = _security(props, path) if path else None
     if path:
-        protocol = props.get("security.protocol", "PLAINTEXT").upper()
-        if protocol not in SUPPORTED_SECURITY_PROTOCOLS:
-            raise UsageError(f"{path}: security.protocol: {props['security.protocol']} is not supported by the "
-                             f"console tools yet (only {', '.join(SUPPORTED_SECURITY_PROTOCOLS)})")
-        ignored = sorted(k for k in props if k not in CLIENT_KEYS)
+        ignored = sorted(k for k in props if k not in CLIENT_KEYS and k not in CLIENT_PROPERTIES)
         if ignored:
             err(f"sofakafka {verb}: warning: ignoring {', '.join(ignored)} from {path} (no effect here)")
     timeout_ms = args.request_timeout_ms
@@ -140,7 +143,17 @@ def client(args: argparse.Namespace, verb: str) -> KafkaClient:
     backoff_ms = _int_property(props, "retry.backoff.ms", path or "")
     return KafkaClient(args.bootstrap_server, client_id=props.get("client.id") or f"sofakafka-{verb}",
                        request_timeout_ms=DEFAULT_REQUEST_TIMEOUT_MS if timeout_ms is None else timeout_ms,
-                       retry_backoff_ms=DEFAULT_RETRY_BACKOFF_MS if backoff_ms is None else backoff_ms)
+                       retry_backoff_ms=DEFAULT_RETRY_BACKOFF_MS if backoff_ms is None else backoff_ms,
+                       security=security)
+
+
+def _security(props: Mapping[str, str], path: str) -> ClientSecurity | None:
+    """TLS and SASL from the file (None: PLAINTEXT); a setting that cannot be used names the file and key."""
+    try:
+        security = client_security_from_properties(props)
+    except SecurityConfigError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+    return None if security.protocol == "PLAINTEXT" else security
 
 
 # -- option syntaxes --------------------------------------------------------------------------------------------

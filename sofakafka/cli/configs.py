@@ -2,7 +2,7 @@
 
 ``describe`` (dynamic configs, or ``--all``) and ``alter`` (``--add-config k1=v1,k2=[a,b]``,
 ``--delete-config k1,k2``) of topics, brokers (``--entity-default``: the cluster-wide default) and broker
-loggers, with Kafka 2.6's output lines. Alterations go through IncrementalAlterConfigs; a broker older than
+loggers, with Kafka 2.6's output lines; ``--entity-type users`` takes kafka-configs' SCRAM syntax (users.py). Alterations go through IncrementalAlterConfigs; a broker older than
 2.3 gets AlterConfigs with the whole dynamic set, read first, as the tool of that age did.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from sofakafka.cli import common
+from sofakafka.cli import common, users
 from sofakafka.cli.common import UsageError, err
 from sofakafka.client import (
     AlterConfigOp,
@@ -72,8 +72,13 @@ def _source_name(source: int) -> str:
 
 def run_configs(args: argparse.Namespace) -> int:
     action = common.chosen_action(args, ACTIONS)
+    if args.entity_type == "users":
+        with common.client(args, VERB) as client:
+            return users.configs_users(client, action, args.entity_name,
+                                       split_config_list(",".join(args.add_config or [])),
+                                       common.comma_list(",".join(args.delete_config or [])))
     if args.entity_type not in _ENTITY_TYPES:
-        raise UsageError(f"--entity-type must be one of {', '.join(_ENTITY_TYPES)}")
+        raise UsageError(f"--entity-type must be one of {', '.join(_ENTITY_TYPES)}, users")
     rtype = _ENTITY_TYPES[args.entity_type]
     if args.entity_default and rtype != ConfigResourceType.BROKER:
         raise UsageError("--entity-default applies to brokers only")
@@ -193,7 +198,8 @@ def build_parser() -> argparse.ArgumentParser:
     c = common.verb_parser(VERB, "Describe or alter topic and broker configs (kafka-configs.sh).")
     common.add_actions(c, ACTIONS)
     common.add_connection_options(c)
-    c.add_argument("--entity-type", required=True, help="topics, brokers or broker-loggers")
+    c.add_argument("--entity-type", required=True,
+                   help="topics, brokers, broker-loggers or users (SCRAM credentials, see `sofakafka users`)")
     c.add_argument("--entity-name")
     c.add_argument("--entity-default", action="store_true", help="the cluster-wide default broker configs")
     c.add_argument("--add-config", action="append", help="k1=v1,k2=[v1,v2],...")

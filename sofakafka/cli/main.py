@@ -16,6 +16,7 @@ from typing import Protocol
 
 from sofakafka import __version__
 from sofakafka.cli import (
+    acls,
     cluster,
     configs,
     console_consumer,
@@ -24,6 +25,7 @@ from sofakafka.cli import (
     reassign_partitions,
     serve,
     topics,
+    users,
 )
 
 
@@ -45,6 +47,8 @@ TOOLS: tuple[Tool, ...] = (
     console_consumer,
     consumer_groups,
     reassign_partitions,
+    users,
+    acls,
     cluster,
 )
 VERBS: dict[str, Tool] = {tool.VERB: tool for tool in TOOLS}

@@ -30,6 +30,7 @@ from sofakafka.client.client import (
 )
 from sofakafka.client.connection import BrokerConnection
 from sofakafka.client.errors import (
+    AuthenticationError,
     BrokerConnectionError,
     ClientError,
     NoBrokersAvailableError,
@@ -44,6 +45,7 @@ __all__ = [
     "READ_COMMITTED",
     "READ_UNCOMMITTED",
     "AlterConfigOp",
+    "AuthenticationError",
     "BrokerConnection",
     "BrokerConnectionError",
     "BrokerInfo",

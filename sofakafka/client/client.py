@@ -27,6 +27,8 @@ from typing import TypeVar
 
 from sofakafka.client.connection import BrokerConnection
 from sofakafka.client.errors import BrokerConnectionError, NoBrokersAvailableError, RequestTimeoutError
+from sofakafka.client.security import ClientSecurity
+from sofakafka.protocol import acl
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode, KafkaError
 from sofakafka.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
@@ -34,10 +36,13 @@ from sofakafka.protocol.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
 )
+from sofakafka.protocol.messages.create_acls import CreateAclsRequest, CreateAclsResponse
 from sofakafka.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from sofakafka.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from sofakafka.protocol.messages.delete_acls import DeleteAclsRequest, DeleteAclsResponse
 from sofakafka.protocol.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
 from sofakafka.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from sofakafka.protocol.messages.describe_acls import DescribeAclsRequest, DescribeAclsResponse
 from sofakafka.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from sofakafka.protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 from sofakafka.protocol.messages.fetch import FetchRequest, FetchResponse
@@ -81,6 +86,8 @@ class ConfigResourceType(IntEnum):
     TOPIC = 2
     BROKER = 4
     BROKER_LOGGER = 8
+    USER = 100
+    """sofakafka's own: SCRAM users through DescribeConfigs/IncrementalAlterConfigs (sofakafka.broker.handlers._scram_users)."""
 
 
 class AlterConfigOp(IntEnum):
@@ -325,8 +332,10 @@ class KafkaClient:
         request_timeout_ms: int = 30_000,
         retry_backoff_ms: int = 100,
         max_versions: Mapping[int, int] | None = None,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
+        self.security = security
         self.client_id = client_id
         self.request_timeout_s = request_timeout_ms / 1000
         self.retry_backoff_s = retry_backoff_ms / 1000
@@ -355,7 +364,7 @@ class KafkaClient:
 
     def _new_connection(self, host: str, port: int, node_id: int | None) -> BrokerConnection:
         conn = BrokerConnection(host, port, client_id=self.client_id, timeout_s=self.request_timeout_s,
-                                node_id=node_id)
+                                node_id=node_id, security=self.security)
         conn.connect()
         return conn
 
@@ -737,6 +746,55 @@ class KafkaClient:
             assert isinstance(response, IncrementalAlterConfigsResponse)
             out += [ConfigResourceResult(r.resource_type, r.resource_name, ErrorCode.for_code(r.error_code),
                                          r.error_message, ()) for r in response.responses]
+        return out
+
+    # -- ACLs ----------------------------------------------------------------------------------------
+
+    def create_acls(self, bindings: Sequence[acl.AclBinding]) -> list[ItemResult]:
+        """One result per binding, in order (``name`` is the binding's text)."""
+        creation = CreateAclsRequest.AclCreation
+        request = CreateAclsRequest(creations=[
+            creation(resource_type=b.pattern.resource_type, resource_name=b.pattern.name,
+                     resource_pattern_type=b.pattern.pattern_type, principal=b.entry.principal, host=b.entry.host,
+                     operation=b.entry.operation, permission_type=b.entry.permission_type) for b in bindings])
+        response = self.send(request)
+        assert isinstance(response, CreateAclsResponse)
+        return [ItemResult(f"{b.pattern} {b.entry}", ErrorCode.for_code(r.error_code), r.error_message)
+                for b, r in zip(bindings, response.results, strict=True)]
+
+    def describe_acls(self, flt: acl.AclBindingFilter) -> list[acl.AclBinding]:
+        p, e = flt.pattern, flt.entry
+        request = DescribeAclsRequest(resource_type_filter=p.resource_type, resource_name_filter=p.name,
+                                      pattern_type_filter=p.pattern_type, principal_filter=e.principal,
+                                      host_filter=e.host, operation=e.operation, permission_type=e.permission_type)
+        response = self.send(request)
+        assert isinstance(response, DescribeAclsResponse)
+        if response.error_code != ErrorCode.NONE:
+            raise KafkaError(ErrorCode.for_code(response.error_code), response.error_message)
+        return [acl.AclBinding(acl.ResourcePattern(acl.ResourceType(r.resource_type), r.resource_name, acl.PatternType(r.pattern_type)),
+                           acl.AccessControlEntry(a.principal, a.host, acl.AclOperation(a.operation),
+                                              acl.AclPermissionType(a.permission_type)))
+                for r in response.resources for a in r.acls]
+
+    def delete_acls(self, filters: Sequence[acl.AclBindingFilter]) -> list[list[acl.AclBinding]]:
+        """The bindings each filter deleted; a filter's error raises KafkaError."""
+        cls = DeleteAclsRequest.DeleteAclsFilter
+        request = DeleteAclsRequest(filters=[
+            cls(resource_type_filter=f.pattern.resource_type, resource_name_filter=f.pattern.name,
+                pattern_type_filter=f.pattern.pattern_type, principal_filter=f.entry.principal,
+                host_filter=f.entry.host, operation=f.entry.operation, permission_type=f.entry.permission_type)
+            for f in filters])
+        response = self.send(request)
+        assert isinstance(response, DeleteAclsResponse)
+        out: list[list[acl.AclBinding]] = []
+        for r in response.filter_results:
+            if r.error_code != ErrorCode.NONE:
+                raise KafkaError(ErrorCode.for_code(r.error_code), r.error_message)
+            out.append([acl.AclBinding(acl.ResourcePattern(acl.ResourceType(m.resource_type), m.resource_name,
+                                                   acl.PatternType(m.pattern_type)),
+                                   acl.AccessControlEntry(m.principal, m.host, acl.AclOperation(m.operation),
+                                                      acl.AclPermissionType(m.permission_type)))
+                        for m in r.matching_acls])
         return out
 
     # -- log dirs ------------------------------------------------------------------------------------

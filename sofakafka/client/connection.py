@@ -7,16 +7,27 @@ only after the previous response was read, so correlation ids only need to detec
 to demultiplex. Every call has a deadline; when it passes the connection is closed, because a late
 response would otherwise be read as the answer to the next request.
 
+With a :class:`~sofakafka.client.security.ClientSecurity` the socket is wrapped in TLS first (SSL,
+SASL_SSL) and, for SASL_*, the login follows ApiVersions: SaslHandshake v1 then SaslAuthenticate until the
+mechanism is done. A refused login raises :class:`AuthenticationError` with the broker's message.
+
 Not thread-safe: one thread per connection (the CLI and tests are single-threaded).
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import time
 
-from sofakafka.client.errors import BrokerConnectionError, RequestTimeoutError, UnsupportedApiError
+from sofakafka.client.errors import (
+    AuthenticationError,
+    BrokerConnectionError,
+    RequestTimeoutError,
+    UnsupportedApiError,
+)
+from sofakafka.client.security import ClientSecurity, SaslLogin
 from sofakafka.protocol.api import ApiKey, decode_response, encode_request, request_type
 from sofakafka.protocol.errors import DecodeError, ErrorCode, KafkaError
 from sofakafka.protocol.headers import RequestHeader
@@ -43,8 +54,9 @@ class BrokerConnection:
     """
 
     def __init__(self, host: str, port: int, *, client_id: str = "sofakafka", timeout_s: float = 30.0,
-                 node_id: int | None = None) -> None:
+                 node_id: int | None = None, security: ClientSecurity | None = None) -> None:
         self.host = host
+        self.security = security
         self.port = port
         self.client_id = client_id
         self.timeout_s = timeout_s
@@ -68,9 +80,22 @@ class BrokerConnection:
         except OSError as e:
             raise BrokerConnectionError(f"cannot connect to {self.host}:{self.port}: {e}") from e
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        security = self.security
+        if security is not None and security.uses_ssl:
+            assert security.ssl_context is not None
+            try:
+                sock = security.ssl_context.wrap_socket(sock, server_hostname=self.host)
+            except ssl.SSLError as e:
+                sock.close()
+                raise AuthenticationError(f"TLS handshake with {self.host}:{self.port} failed: {e}") from e
+            except OSError as e:
+                sock.close()
+                raise BrokerConnectionError(f"TLS handshake with {self.host}:{self.port} failed: {e}") from e
         self._sock = sock
         try:
             self._negotiate()
+            if security is not None and security.uses_sasl:
+                self._authenticate(security)
         except BaseException:
             self.close()
             raise
@@ -115,6 +140,14 @@ class BrokerConnection:
             self.api_versions = ranges
             return
         raise UnsupportedApiError(ApiKey.API_VERSIONS, "no ApiVersions version in common with the broker")
+
+    def _authenticate(self, security: ClientSecurity) -> None:
+        """SaslHandshake v1, then SaslAuthenticate rounds until the mechanism has nothing more to say."""
+        login = SaslLogin(security, f"{self.host}:{self.port}")
+        request: Request | None = login.first_request()
+        while request is not None:
+            version = self.supported_version(request.API_KEY, 1 if request.API_KEY == ApiKey.SASL_HANDSHAKE else None)
+            request = login.next_request(self.send(request, version))
 
     def supported_version(self, api_key: int, max_version: int | None = None) -> int:
         """The highest version of ``api_key`` both we and the broker speak (capped by ``max_version``)."""

@@ -31,3 +31,7 @@ class UnsupportedApiError(ClientError):
     def __init__(self, api_key: int, message: str | None = None) -> None:
         super().__init__(message or f"the broker does not support API key {api_key}")
         self.api_key = api_key
+
+
+class AuthenticationError(ClientError):
+    """The broker refused our SASL login or TLS handshake (bad credentials, unknown mechanism, certificate)."""

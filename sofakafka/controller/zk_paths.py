@@ -150,3 +150,31 @@ def sequence_number(node_name: str, prefix: str) -> int:
     if len(digits) != SEQUENCE_DIGITS or not digits.isdigit():
         raise ValueError(f"{node_name!r} does not end in a {SEQUENCE_DIGITS}-digit sequence number")
     return int(digits)
+
+
+# ------------------------------------------------------------------------------- ACLs (AclAuthorizer)
+
+ACL_PATH = "/kafka-acl"
+"""LITERAL patterns: ``/kafka-acl/<ResourceType>/<name>`` (the wildcard resource is the name ``*``)."""
+ACL_EXTENDED_PATH = "/kafka-acl-extended"
+ACL_PREFIXED_PATH = "/kafka-acl-extended/prefixed"
+"""PREFIXED patterns: ``/kafka-acl-extended/prefixed/<ResourceType>/<prefix>``."""
+ACL_CHANGES_PATH = "/kafka-acl-changes"
+ACL_EXTENDED_CHANGES_PATH = "/kafka-acl-extended-changes"
+ACL_CHANGE_PREFIX = "acl_changes_"
+
+
+def acl_resource_path(resource_type_pascal: str, name: str, prefixed: bool) -> str:
+    """A resource pattern's znode; ``resource_type_pascal`` is e.g. ``Topic``, ``TransactionalId``. Resource
+    names are used as they are, as Kafka 2.6 does (topic and group names are valid znode names)."""
+    root = ACL_PREFIXED_PATH if prefixed else ACL_PATH
+    return f"{root}/{resource_type_pascal}/{name}"
+
+
+def acl_change_prefix_path(prefixed: bool) -> str:
+    return f"{ACL_EXTENDED_CHANGES_PATH if prefixed else ACL_CHANGES_PATH}/{ACL_CHANGE_PREFIX}"
+
+
+def config_user_path(user_name: str) -> str:
+    """``/config/users/<sanitized user>``: quotas and SCRAM credentials of one user."""
+    return config_entity_path(CONFIG_TYPE_USERS, sanitize(user_name))

@@ -149,3 +149,30 @@ def test_dockerfile_builds_a_broker_image() -> None:
             assert int(endpoint.rsplit(":", 1)[1]) in exposed
     # The entrypoint's command is the one pyproject installs.
     assert 'sofakafka = "sofakafka.cli:main"' in (REPO / "pyproject.toml").read_text()
+
+
+def test_the_sasl_ssl_overlay_loads_with_the_certificates_make_test_certs_writes(tmp_path: Path) -> None:
+    """docker-compose.sasl-ssl.yml: every broker's SASL_SSL properties are accepted by the broker's own config
+    and security set-up (TLS contexts from the certificates the script makes, SASL, the authorizer), and the
+    overlay mounts exactly those files."""
+    import runpy
+
+    from sofakafka.broker.listener_security import BrokerSecurity
+
+    certs = tmp_path / "certs"
+    runpy.run_path(str(DOCKER / "make-test-certs.py"), run_name="make_test_certs")["main"](["x", str(certs)])
+    assert {p.name for p in certs.iterdir()} == {"ca.pem", "broker-1.pem", "broker-2.pem", "broker-3.pem",
+                                                 "client.properties"}
+    overlay = yaml.safe_load((DOCKER / "docker-compose.sasl-ssl.yml").read_text())
+    for broker_id in range(1, BROKERS + 1):
+        volumes = overlay["services"][f"broker-{broker_id}"]["volumes"]
+        assert f"./sasl-ssl/broker-{broker_id}.properties:/etc/sofakafka/server.properties:ro" in volumes
+        assert "./sasl-ssl/certs:/etc/sofakafka/certs:ro" in volumes
+        text = (DOCKER / "sasl-ssl" / f"broker-{broker_id}.properties").read_text()
+        props = load_properties(text.replace("/etc/sofakafka/certs", str(certs)))
+        config = KafkaConfig.from_properties(props)
+        assert {e.security_protocol.value for e in config.listeners} == {"SASL_SSL"}
+        security = BrokerSecurity(config)
+        security.configure()
+        assert security.authorizer is not None and security.inter_broker is not None
+        assert security.inter_broker.protocol == "SASL_SSL" and security.inter_broker.username == "admin"

@@ -6,7 +6,8 @@ Apache Kafka 2.6, it gives two lists of exchanges, which :func:`differences` wal
 
 What is normalised away (never a difference, see docs/compatibility.md "What the comparison ignores"):
 throttle times, broker hosts and ports, the cluster id, fetch session ids, producer ids, the random part of
-member ids, log dir paths, and the text of error messages (whether there is one is compared). Lists are
+member ids, log dir paths, the text of error messages (whether there is one is compared), and the order of
+lists that are sets (SaslHandshake's mechanisms, an ACL resource's entries). Lists are
 keyed by their identifying field (topic name, partition index, config name, api key, ...) so order does
 not matter and a path reads ``topics[t].partitions[0].error_code``.
 
@@ -25,8 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sofakafka.client.security import ClientSecurity, SaslLogin
 from sofakafka.protocol.api import ApiKey, decode_response, encode_request, size_prefixed
 from sofakafka.protocol.headers import RequestHeader
+from sofakafka.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from sofakafka.protocol.records import decode_records, iter_batches
 from sofakafka.protocol.schema import Request, Response, Struct, in_range
 
@@ -36,6 +39,8 @@ COMPATIBILITY_DOC = REPO / "docs" / "compatibility.md"
 # Identifying fields of list elements, in order of preference.
 _KEYS = ("name", "topic", "resource_name", "group_id", "api_key", "partition_index", "partition_id", "log_dir",
          "partition", "batch_index", "node_id", "key")
+# Lists that are sets: their order means nothing (an ACL resource's entries, the ACLs a DeleteAcls filter matched).
+_SETS = ("acls", "matching_acls")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 ABSENT = "<absent>"
 
@@ -66,34 +71,77 @@ class Exchange:
 
 @dataclass
 class Session:
-    """One connection to one broker; ``call`` records, ``ask`` does not (set-up and waiting)."""
+    """One connection to one broker; ``call`` records, ``ask`` does not (set-up and waiting). With ``login``
+    (a SASL listener) every new connection first logs in as our client does (client/security.py), unrecorded.
+    Sessions of one run may share one ``exchanges`` list, so one comparison spans several users."""
 
     host: str
     port: int
     exchanges: list[Exchange] = field(default_factory=list)
+    login: ClientSecurity | None = None
     _sock: socket.socket | None = None
     _correlation: int = 0
 
     def _socket(self) -> socket.socket:
         if self._sock is None:
-            self._sock = socket.create_connection((self.host, self.port), timeout=60)
+            sock = socket.create_connection((self.host, self.port), timeout=60)
+            if self.login is not None:
+                login = SaslLogin(self.login, f"{self.host}:{self.port}")
+                request: Request | None = login.first_request()
+                while request is not None:
+                    request = login.next_request(self._round_trip(sock, request, 1))
+            self._sock = sock
         return self._sock
 
     def ask(self, request: Request, version: int) -> Response:
+        return self._round_trip(self._socket(), request, version)
+
+    def _round_trip(self, s: socket.socket, request: Request, version: int) -> Response:
         self._correlation += 1
         header = RequestHeader(request_api_key=request.API_KEY, request_api_version=version,
                                correlation_id=self._correlation, client_id="conformance")
-        s = self._socket()
         s.sendall(size_prefixed(encode_request(header, request)))
         frame = _recv_frame(s)
         resp_header, response = decode_response(frame, request.API_KEY, version)
         assert resp_header.correlation_id == self._correlation
         return response
 
+    def note(self, label: str, api_key: int, version: int, observed: Any) -> None:
+        """Record what a scenario observed itself (a part of an answer that only its meaning can compare)."""
+        self.exchanges.append(Exchange(label, api_key, version, normalise(observed)))
+
+    def token(self, label: str, api_key: int, version: int, token: bytes) -> bytes | None:
+        """A bare SASL token after a SaslHandshake v0 (size-prefixed, no Kafka header): records the answer's
+        size, or that the broker closed the connection."""
+        answer = self._exchange_frame(token)
+        self.note(label, api_key, version, "<closed>" if answer is None else {"token_bytes": len(answer)})
+        return answer
+
     def call(self, label: str, request: Request, version: int) -> Response:
         response = self.ask(request, version)
         self.exchanges.append(Exchange(label, request.API_KEY, version, normalise(plain(response, version))))
         return response
+
+    def call_or_closed(self, label: str, request: Request, version: int) -> Response | None:
+        """``call`` for a request a broker may answer by closing the connection (recorded as ``<closed>``;
+        the next call reconnects)."""
+        try:
+            return self.call(label, request, version)
+        except (ConnectionError, OSError):
+            self.close()
+            self.exchanges.append(Exchange(label, request.API_KEY, version, "<closed>"))
+            return None
+
+    def _exchange_frame(self, payload: bytes) -> bytes | None:
+        """One size-prefixed frame out and one back; None when the broker closed the connection instead (the
+        next call reconnects)."""
+        s = self._socket()
+        s.sendall(struct.pack(">i", len(payload)) + payload)
+        try:
+            return _recv_frame(s)
+        except (ConnectionError, OSError):
+            self.close()
+            return None
 
     def raw(self, label: str, api_key: int, version: int, body: bytes) -> bytes | None:
         """A hand-made frame (a corrupt or unsupported one); records what came back, or that the broker
@@ -102,14 +150,7 @@ class Session:
         header = RequestHeader(request_api_key=api_key, request_api_version=version,
                                correlation_id=self._correlation, client_id="conformance")
         from sofakafka.protocol.headers import encode_request_header
-        s = self._socket()
-        payload = bytes(encode_request_header(header)) + body
-        s.sendall(struct.pack(">i", len(payload)) + payload)
-        try:
-            frame: bytes | None = _recv_frame(s)
-        except (ConnectionError, OSError):
-            frame = None
-            self.close()
+        frame = self._exchange_frame(bytes(encode_request_header(header)) + body)
         self.exchanges.append(Exchange(label, api_key, version,
                                        "<closed>" if frame is None else {"frame_bytes_after_correlation": len(frame) - 4,
                                                                          "head": frame[4:6].hex()}))
@@ -126,6 +167,17 @@ class Session:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
+
+
+def advertised_by(host: str, port: int) -> dict[int, tuple[int, int]]:
+    """What a broker's ApiVersions v3 advertises: key -> (min, max)."""
+    s = Session(host, port)
+    try:
+        r = s.ask(ApiVersionsRequest(client_software_name="conformance", client_software_version="1"), 3)
+    finally:
+        s.close()
+    assert isinstance(r, ApiVersionsResponse) and r.error_code == 0
+    return {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
 
 
 def _recv_frame(s: socket.socket) -> bytes:
@@ -184,10 +236,14 @@ def _records(data: bytes) -> Any:
 
 
 def normalise(value: Any, name: str = "") -> Any:
+    if name == "mechanisms" and isinstance(value, list):
+        return sorted(value)  # a set: Kafka lists SaslHandshake's mechanisms in its hash map's order
     if isinstance(value, dict):
         return {k: normalise(v, k) for k, v in value.items()}
     if isinstance(value, list):
         items = [normalise(v, name) for v in value]
+        if name in _SETS:
+            return sorted(items, key=repr)
         if items and all(isinstance(i, dict) for i in items):
             key = next((k for k in _KEYS if all(k in i for i in items)), None)
             if key is not None and len({str(i[key]) for i in items}) == len(items):

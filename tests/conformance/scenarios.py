@@ -13,11 +13,14 @@ from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.messages.alter_configs import AlterConfigsRequest
 from sofakafka.protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest
 from sofakafka.protocol.messages.api_versions import ApiVersionsRequest
+from sofakafka.protocol.messages.create_acls import CreateAclsRequest
 from sofakafka.protocol.messages.create_partitions import CreatePartitionsRequest
 from sofakafka.protocol.messages.create_topics import CreateTopicsRequest
+from sofakafka.protocol.messages.delete_acls import DeleteAclsRequest
 from sofakafka.protocol.messages.delete_groups import DeleteGroupsRequest
 from sofakafka.protocol.messages.delete_records import DeleteRecordsRequest
 from sofakafka.protocol.messages.delete_topics import DeleteTopicsRequest
+from sofakafka.protocol.messages.describe_acls import DescribeAclsRequest
 from sofakafka.protocol.messages.describe_configs import DescribeConfigsRequest
 from sofakafka.protocol.messages.describe_groups import DescribeGroupsRequest
 from sofakafka.protocol.messages.describe_log_dirs import DescribeLogDirsRequest
@@ -38,6 +41,8 @@ from sofakafka.protocol.messages.offset_delete import OffsetDeleteRequest
 from sofakafka.protocol.messages.offset_fetch import OffsetFetchRequest
 from sofakafka.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
 from sofakafka.protocol.messages.produce import ProduceRequest
+from sofakafka.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
+from sofakafka.protocol.messages.sasl_handshake import SaslHandshakeRequest
 from sofakafka.protocol.messages.sync_group import SyncGroupRequest
 from sofakafka.protocol.records import Record, build_batch, build_message_set
 from tests.conformance.compare import Session
@@ -598,6 +603,56 @@ def reassignments(s: Session, versions: range) -> None:
             ListPartitionReassignmentsRequest(timeout_ms=30000, topics=None), 0).topics)
         s.call("list one", ListPartitionReassignmentsRequest(timeout_ms=30000, topics=[
             L(name="ra", partition_indexes=[0]), L(name="ra-none", partition_indexes=[0])]), v)
+
+
+# ---- the security APIs on a broker without security: a PLAINTEXT listener and no authorizer. With SASL and
+# ACLs on, tests/conformance/test_security_conformance.py compares them (and every other key's authorization).
+
+def acl_filter(version: int, **fields: object) -> dict[str, object]:
+    """A filter matching everything (DescribeAcls/DeleteAcls fields at ``version``), with ``fields`` changed; v0
+    has no pattern type (LITERAL is implied)."""
+    base: dict[str, object] = {"resource_type_filter": 1, "resource_name_filter": None,
+                               "pattern_type_filter": 1 if version >= 1 else 3, "principal_filter": None,
+                               "host_filter": None, "operation": 1, "permission_type": 1}
+    return base | fields
+
+
+def acl_creation(resource_type: int, name: str, pattern_type: int, principal: str, operation: int,
+                 permission_type: int = 3, host: str = "*") -> CreateAclsRequest.AclCreation:
+    return CreateAclsRequest.AclCreation(resource_type=resource_type, resource_name=name,
+                                         resource_pattern_type=pattern_type, principal=principal, host=host,
+                                         operation=operation, permission_type=permission_type)
+
+
+@scenario(ApiKey.SASL_HANDSHAKE)
+def sasl_handshake_without_sasl(s: Session, versions: range) -> None:
+    for v in versions:
+        s.call("on a PLAINTEXT listener", SaslHandshakeRequest(mechanism="PLAIN"), v)
+
+
+@scenario(ApiKey.SASL_AUTHENTICATE)
+def sasl_authenticate_without_sasl(s: Session, versions: range) -> None:
+    for v in versions:
+        s.call("on a PLAINTEXT listener", SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret"), v)
+
+
+@scenario(ApiKey.CREATE_ACLS)
+def create_acls_without_authorizer(s: Session, versions: range) -> None:
+    for v in versions:
+        s.call("no authorizer", CreateAclsRequest(creations=[acl_creation(2, "t", 3, "User:alice", 3)]), v)
+
+
+@scenario(ApiKey.DESCRIBE_ACLS)
+def describe_acls_without_authorizer(s: Session, versions: range) -> None:
+    for v in versions:
+        s.call("no authorizer", DescribeAclsRequest(**acl_filter(v)), v)
+
+
+@scenario(ApiKey.DELETE_ACLS)
+def delete_acls_without_authorizer(s: Session, versions: range) -> None:
+    for v in versions:
+        s.call("no authorizer", DeleteAclsRequest(filters=[
+            DeleteAclsRequest.DeleteAclsFilter(**acl_filter(v))]), v)
 
 
 # Keys a scenario of another key covers: the groups' life cycle covers the other group APIs, the offsets

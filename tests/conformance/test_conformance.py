@@ -8,26 +8,15 @@ other difference fails here, naming the API, version, case and field.
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
 from sofakafka.protocol.api import ApiKey, valid_versions
-from sofakafka.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
-from tests.conformance.compare import Session, accepted_differences, compare
+from tests.conformance.compare import Session, accepted_differences, advertised_by, compare
 from tests.conformance.scenarios import COVERED_BY, INTER_BROKER, SCENARIOS
-from tests.integration import wire
 from tests.integration.conftest import BrokerProcess
 from tests.reference.kafka import ReferenceKafka
 
 pytestmark = pytest.mark.timeout(600)
-
-
-def advertised_by(host: str, port: int) -> dict[int, tuple[int, int]]:
-    with socket.create_connection((host, port), timeout=30) as s:
-        r = wire.call(s, ApiVersionsRequest(client_software_name="conformance", client_software_version="1"), 3)
-    assert isinstance(r, ApiVersionsResponse) and r.error_code == 0
-    return {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
 
 
 @pytest.fixture(scope="module")

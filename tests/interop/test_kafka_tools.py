@@ -19,7 +19,7 @@ import pytest
 from sofakafka.protocol.records import CompressionType, decode_records, iter_batches
 from tests.integration.conftest import BrokerProcess
 from tests.reference.fixtures import ScenarioJVMs
-from tests.reference.kafka import SHARED_SETTINGS, ReferenceKafka
+from tests.reference.kafka import SECURE_ADMIN, SECURE_USER, SHARED_SETTINGS, ReferenceKafka, SecuredBroker
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -37,13 +37,19 @@ def reference(reference_kafka: ReferenceKafka) -> str:
     return reference_kafka.bootstrap
 
 
-def same_output(tool: Tool, bootstrap: str, reference: str, main: str, *args: str) -> str:
+_LOG_TIME = re.compile(r"^\[\d{4}-\d\d-\d\d [\d:,]+\]", re.MULTILINE)  # a log4j line's time stamp
+
+
+def same_output(tool: Tool, bootstrap: str, reference: str, main: str, *args: str,
+                normalise: Callable[[str], str] = lambda text: text) -> str:
     """Run one tool invocation against sofakafka and against Kafka 2.6 (``{b}`` in an argument is the broker's
-    address) and require the same stdout and stderr, the addresses aside; returns sofakafka's stdout."""
+    address) and require the same stdout and stderr, the addresses and log time stamps aside (and whatever
+    ``normalise`` takes out of stdout); returns sofakafka's stdout."""
     outs = {}
     for name, b in (("sofakafka", bootstrap), ("kafka", reference)):
         r = tool(main, [a.replace("{b}", b) for a in args])
-        outs[name] = (r.stdout.replace(b, "{b}"), r.stderr.replace(b, "{b}"))
+        outs[name] = (normalise(r.stdout.replace(b, "{b}")),
+                      _LOG_TIME.sub("[<time>]", r.stderr.replace(b, "{b}")))
     assert outs["sofakafka"] == outs["kafka"], (
         f"{main} {' '.join(args)} printed differently:\n--- sofakafka\n{outs['sofakafka'][0]}{outs['sofakafka'][1]}"
         f"\n--- kafka 2.6\n{outs['kafka'][0]}{outs['kafka'][1]}")
@@ -253,6 +259,63 @@ def test_producer_and_consumer_perf_test(kafka_tool: Tool, bootstrap: str) -> No
     header, values = out.strip().splitlines()[-2:]
     row = dict(zip((h.strip() for h in header.split(",")), (v.strip() for v in values.split(",")), strict=False))
     assert int(row["data.consumed.in.nMsg"]) == 20000, out
+
+
+# ---- kafka-acls, against brokers with SASL and the ACL authorizer (issue 12) --------------------------------
+
+def _login_properties(path: Path, user: tuple[str, str]) -> str:
+    path.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                    "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+                    f'username="{user[0]}" password="{user[1]}";\n')
+    return str(path)
+
+
+_ACL_BLOCK = re.compile(r"\w+ ACLs for resource `[^`]*`: \n \t.*? \n\n", re.DOTALL)
+
+
+def _entries_sorted(text: str) -> str:
+    """AclCommand's resources, and each one's entries, in a fixed order: it prints them in the order of Scala
+    maps and sets of what DescribeAcls answered, and Kafka's authorizer keeps ACLs in hash maps and sets."""
+    def entries_sorted(block: str) -> str:
+        head, _, body = block.partition(": \n \t")
+        return head + ": \n \t" + "\n\t".join(sorted(body[:-3].split("\n\t"))) + " \n\n"
+    blocks = iter(sorted(entries_sorted(m[0]) for m in _ACL_BLOCK.finditer(text)))
+    return _ACL_BLOCK.sub(lambda _: next(blocks), text)
+
+
+@pytest.mark.timeout(900)  # fourteen JVMs and a second reference broker on a shared machine
+def test_kafka_acls(kafka_tool: Tool, secured_sofakafka_broker: SecuredBroker,
+                    secured_reference_kafka: SecuredBroker, tmp_path: Path) -> None:
+    """kafka-acls.sh (``kafka.admin.AclCommand --bootstrap-server``, which speaks CreateAcls/DescribeAcls/
+    DeleteAcls) as the super user and as a user without rights, printing the same against both brokers."""
+    ours, theirs = secured_sofakafka_broker.bootstrap, secured_reference_kafka.bootstrap
+    admin = _login_properties(tmp_path / "admin.properties", SECURE_ADMIN)
+    user = _login_properties(tmp_path / "user.properties", SECURE_USER)
+
+    def acls(*args: str) -> str:
+        return same_output(kafka_tool, ours, theirs, "kafka.admin.AclCommand", "--bootstrap-server", "{b}",
+                           "--command-config", admin, *args, normalise=_entries_sorted)
+    added = acls("--add", "--allow-principal", "User:bob", "--deny-principal", "User:bob", "--deny-host", "10.0.0.1",
+                 "--operation", "Read", "--topic", "tool-acl")
+    assert "Adding ACLs for resource `ResourcePattern(resourceType=TOPIC, name=tool-acl, patternType=LITERAL)`" in added
+    assert "(principal=User:bob, host=*, operation=READ, permissionType=ALLOW)" in added
+    assert "(principal=User:bob, host=10.0.0.1, operation=READ, permissionType=DENY)" in added
+    acls("--add", "--allow-principal", "User:carol", "--consumer", "--topic", "tool-acl-", "--group", "tool-acl-g",
+         "--resource-pattern-type", "PREFIXED")
+    acls("--add", "--allow-principal", "User:carol", "--producer", "--idempotent", "--topic", "tool-acl-out")
+    every = acls("--list")
+    assert "name=tool-acl-, patternType=PREFIXED" in every and "operation=IDEMPOTENT_WRITE" in every, every
+    by_principal = acls("--list", "--principal", "User:carol")
+    assert "User:bob" not in by_principal and "tool-acl-g" in by_principal, by_principal
+    removed = acls("--remove", "--force", "--allow-principal", "User:bob", "--operation", "Read", "--topic", "tool-acl")
+    assert "permissionType=ALLOW" not in removed.split("Current ACLs")[-1], removed
+    # A user without DESCRIBE on the cluster: the same exception and exit code from both (Kafka's message names
+    # its request object, ours says what failed).
+    for b in (ours, theirs):
+        refused = kafka_tool("kafka.admin.AclCommand", ["--bootstrap-server", b, "--command-config", user, "--list"],
+                             check=False)
+        assert refused.returncode == 1 and refused.stdout.startswith(
+            "Error while executing ACL command: org.apache.kafka.common.errors.ClusterAuthorizationException: "), b
 
 
 # ---- DumpLogSegments on files sofakafka wrote ----------------------------------------------------------------

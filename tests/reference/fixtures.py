@@ -15,7 +15,13 @@ import pytest
 from tests.cluster.conftest import ZooKeeperServer, start_zookeeper
 from tests.integration.conftest import BrokerProcess, free_port
 from tests.reference.java import CLIENT_VERSIONS, ScenarioJVM, require_java, run_main
-from tests.reference.kafka import SHARED_SETTINGS, ReferenceKafka, unique_chroot
+from tests.reference.kafka import (
+    SHARED_SETTINGS,
+    ReferenceKafka,
+    SecuredBroker,
+    secure_settings,
+    unique_chroot,
+)
 
 
 @pytest.fixture(scope="session")
@@ -41,6 +47,35 @@ def reference_kafka(
         yield kafka
     finally:
         kafka.kill()
+
+
+@pytest.fixture(scope="module")
+def secured_reference_kafka(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, reference_zookeeper: ZooKeeperServer
+) -> Iterator[SecuredBroker]:
+    """Apache Kafka 2.6 with SASL (PLAIN, SCRAM) and its ACL authorizer on (:func:`secure_settings`)."""
+    zk_connect = reference_zookeeper.hosts + unique_chroot(request.module.__name__.rsplit(".", 1)[-1] + "-secured")
+    kafka = ReferenceKafka(tmp_path_factory.mktemp("secured-reference-kafka"), zk_connect)
+    sasl_port = free_port()
+    kafka.settings.update(secure_settings(kafka.host, kafka.port, sasl_port))
+    kafka.start()
+    try:
+        yield SecuredBroker("kafka", kafka.host, sasl_port, kafka.port, zk_connect)
+    finally:
+        kafka.kill()
+
+
+@pytest.fixture(scope="module")
+def secured_sofakafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBroker]:
+    """sofakafka with the same security settings as :func:`secured_reference_kafka`."""
+    broker = BrokerProcess(tmp_path_factory.mktemp("secured-sofakafka"), dict(SHARED_SETTINGS))
+    sasl_port = free_port()
+    broker.overrides.update(secure_settings(broker.host, broker.port, sasl_port))
+    broker.start()
+    try:
+        yield SecuredBroker("sofakafka", broker.host, sasl_port, broker.port)
+    finally:
+        broker.kill()
 
 
 @pytest.fixture(scope="module")

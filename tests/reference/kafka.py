@@ -17,6 +17,7 @@ import socket
 import struct
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from tests.integration.conftest import api_versions_ok, free_port
@@ -36,6 +37,51 @@ SHARED_SETTINGS: dict[str, str] = {
     "transaction.state.log.num.partitions": "5",
     "group.initial.rebalance.delay.ms": "0",
 }
+
+# A broker with security on, for the tests that compare authentication and authorization (issue 12): a
+# PLAINTEXT listener (its readiness probe; ANONYMOUS there may do nothing) and a SASL_PLAINTEXT one that clients
+# and the inter-broker link use, PLAIN users from the listener's JAAS config (admin, a super user, and alice),
+# SCRAM users from the metadata tree, Kafka's ACL authorizer. Kafka's broker reads JAAS per listener and
+# mechanism (it ignores a bare sasl.jaas.config), so both brokers get that form.
+SECURE_ADMIN = ("admin", "admin-secret")
+SECURE_USER = ("alice", "alice-secret")
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+              'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
+SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+
+
+def secure_settings(host: str, plain_port: int, sasl_port: int) -> dict[str, str]:
+    listeners = f"PLAINTEXT://{host}:{plain_port},SASL_PLAINTEXT://{host}:{sasl_port}"
+    return {
+        "listeners": listeners,
+        "advertised.listeners": listeners,
+        "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": SCRAM_JAAS,
+        "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": SCRAM_JAAS,
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": f"User:{SECURE_ADMIN[0]}",
+    }
+
+
+@dataclass(frozen=True)
+class SecuredBroker:
+    """Where a secured broker of a comparison listens: ``sasl_port`` for clients, ``plain_port`` answers
+    ApiVersions and Metadata without topics only; ``zk_connect`` is set for Apache Kafka (users are written
+    there by Kafka's own ConfigCommand)."""
+
+    name: str
+    host: str
+    sasl_port: int
+    plain_port: int
+    zk_connect: str | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.sasl_port}"
+
 
 _LIVE: list[ReferenceKafka] = []
 _chroots = itertools.count()

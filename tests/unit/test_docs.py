@@ -131,3 +131,22 @@ def test_readme_start_command_is_a_valid_configuration() -> None:
     # One broker must be able to host __consumer_offsets, or no group finds a coordinator.
     assert config.get_int("offsets.topic.replication.factor") == 1
     assert [e.connection_string() for e in config.listeners] == ["PLAINTEXT://127.0.0.1:9092"]
+
+
+def test_readme_security_example_is_a_valid_configuration(tmp_path: Path) -> None:
+    """The server.properties of README's Security section starts a broker's security set-up as shown (with a
+    real PEM file in place of the example path)."""
+    import trustme
+
+    from sofakafka.broker.config import KafkaConfig, load_properties
+    from sofakafka.broker.listener_security import BrokerSecurity
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = readme.split("\n## Security\n", 1)[1].split("```properties", 1)[1].split("```", 1)[0]
+    pem = tmp_path / "broker.pem"
+    trustme.CA().issue_cert("localhost").private_key_and_cert_chain_pem.write_to_path(str(pem))
+    props = load_properties(block.replace("/etc/sofakafka/broker.pem", str(pem)))
+    security = BrokerSecurity(KafkaConfig.from_properties({**props, "log.dirs": str(tmp_path / "data")}))
+    security.configure()
+    assert security.authorizer is not None and security.inter_broker is not None
+    assert security.inter_broker.protocol == "SASL_SSL"

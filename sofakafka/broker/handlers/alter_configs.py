@@ -16,6 +16,9 @@ id or another resource type INVALID_REQUEST.
 
 Version notes: v1 only adds throttle-time semantics; the layout is the same. The helpers here
 (``apply_topic_configs``, ``apply_broker_configs``) also serve IncrementalAlterConfigs.
+
+Authorization (with an authorizer): ALTER_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED) or, for
+brokers, on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from collections.abc import Mapping
 
 from sofakafka.broker.config import CONFIG_KEYS, ConfigError, ConfigType, DynamicUpdateMode, parse_value
 from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.broker.handlers import _authz as authz
 from sofakafka.broker.handlers.describe_configs import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
@@ -125,7 +129,8 @@ async def apply_configs(ctx: RequestContext, resource_type: int, name: str, conf
 @handles(ApiKey.ALTER_CONFIGS, 0, 1)
 async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
     responses: list[ResourceResponse] = []
-    for resource in request.resources:
+    allowed, refused = authz.split_config_resources(ctx, request.resources, authz.AclOperation.ALTER_CONFIGS)
+    for resource in allowed:
         response = ResourceResponse(resource_type=resource.resource_type, resource_name=resource.resource_name,
                                     error_message=None)
         configs = {c.name: c.value for c in resource.configs if c.value is not None}
@@ -136,4 +141,6 @@ async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest
             response.error_code = exc.code
             response.error_message = exc.message
         responses.append(response)
+    responses += [ResourceResponse(resource_type=r.resource_type, resource_name=r.resource_name, error_code=code,
+                                   error_message=None) for r, code in refused]
     return AlterConfigsResponse(responses=responses)

@@ -9,11 +9,15 @@ UNKNOWN_TOPIC_OR_PARTITION (also a topic being deleted), NO_REASSIGNMENT_IN_PROG
 A partition named twice counts once (its last entry). The work runs on the controller's thread
 (:meth:`~sofakafka.controller.reassignment.ReassignmentManager.alter_partition_reassignments`); if that
 thread does not get to it within ``timeout_ms`` the answer is REQUEST_TIMED_OUT at the top level.
+
+Authorization (with an authorizer): ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED at the top level and
+for every partition asked for.
 """
 
 from __future__ import annotations
 
 from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.broker.handlers import _authz as authz
 from sofakafka.broker.handlers._controller import ask_controller
 from sofakafka.controller.reassignment import ReassignmentResult
 from sofakafka.controller.zk_data import TopicPartition
@@ -36,6 +40,13 @@ def _top_level(code: ErrorCode, message: str | None) -> AlterPartitionReassignme
 async def handle_alter_partition_reassignments(
     ctx: RequestContext, request: AlterPartitionReassignmentsRequest
 ) -> AlterPartitionReassignmentsResponse:
+    if not authz.authorize_cluster(ctx, authz.AclOperation.ALTER):
+        # Kafka's error response: the code at the top and on every partition asked for.
+        denied, why = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+        return AlterPartitionReassignmentsResponse(error_code=denied, error_message=why, responses=[
+            TopicResponse(name=t.name, partitions=[
+                PartitionResponse(partition_index=p.partition_index, error_code=denied, error_message=why)
+                for p in t.partitions]) for t in request.topics])
     wanted: dict[TopicPartition, list[int] | None] = {}
     for topic in request.topics:
         for partition in topic.partitions:

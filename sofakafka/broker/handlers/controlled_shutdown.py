@@ -12,11 +12,14 @@ REQUEST_TIMED_OUT when the controller thread did not get to it within ``controll
 Version notes: v0 uses request header v0 (no client id; sofakafka/protocol/headers.py reads it); v1 is v0 with
 the standard header; v2 adds ``broker_epoch`` (-1, "unknown", is not checked, as Kafka accepts requests from
 brokers that predate KIP-380); v3 is flexible.
+
+Authorization (with an authorizer): CLUSTER_ACTION on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.broker.handlers import _authz as authz
 from sofakafka.broker.handlers._controller import ask_controller
 from sofakafka.controller.controlled_shutdown import UNKNOWN_BROKER_EPOCH, ControlledShutdownError
 from sofakafka.protocol.api import ApiKey
@@ -35,6 +38,7 @@ def _error(code: ErrorCode) -> ControlledShutdownResponse:
 
 @handles(ApiKey.CONTROLLED_SHUTDOWN, 0, 3, error_response=lambda _request, _version, code: _error(ErrorCode(code)))
 async def handle_controlled_shutdown(ctx: RequestContext, request: ControlledShutdownRequest) -> ControlledShutdownResponse:
+    authz.require_cluster_action(ctx)
     broker_epoch = request.broker_epoch if ctx.api_version >= 2 else UNKNOWN_BROKER_EPOCH
     timeout_s = ctx.broker.config.get_int("controller.socket.timeout.ms") / 1000
     try:

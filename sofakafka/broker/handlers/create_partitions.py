@@ -8,6 +8,8 @@ request fails with INVALID_REQUEST. ``validate_only`` checks without writing. Af
 waits up to ``timeout_ms`` for the new partitions' leaders (REQUEST_TIMED_OUT past it).
 
 Version notes: v1 only changes throttling semantics, v2 is flexible.
+
+Authorization (with an authorizer): ALTER on each topic, else TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import asyncio
 from collections import Counter
 
 from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.broker.handlers import _authz as authz
 from sofakafka.broker.handlers._controller import NOT_CONTROLLER_MESSAGE, is_controller
 from sofakafka.broker.handlers.create_topics import wait_for_leaders
 from sofakafka.protocol.api import ApiKey
@@ -45,6 +48,10 @@ async def handle_create_partitions(ctx: RequestContext, request: CreatePartition
         if counts[topic.name] > 1:
             results[topic.name] = Result(name=topic.name, error_code=ErrorCode.INVALID_REQUEST,
                                          error_message="Duplicate topic in request.")
+            continue
+        if not authz.authorize(ctx, authz.AclOperation.ALTER, authz.ResourceType.TOPIC, topic.name):
+            results[topic.name] = Result(name=topic.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                         error_message="Authorization failed.")
             continue
         assignments = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
         try:

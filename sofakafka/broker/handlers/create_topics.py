@@ -16,6 +16,9 @@ Version notes: v1 adds ``validate_only`` and error messages; v2 throttle time; v
 the partition count, replication factor and every config of the created topic with its source.
 
 The helpers here (``ensure_controller``, ``wait_for_metadata``) serve the other controller-routed handlers too.
+
+Authorization (with an authorizer): CREATE on the cluster, or else on each topic; a topic without it is
+TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.broker.handlers import _authz as authz
 from sofakafka.broker.handlers._controller import is_controller, not_controller
 from sofakafka.broker.handlers.describe_configs import read_dynamic_broker_configs, topic_config_entries
 from sofakafka.controller.metadata import ClusterMetadata, MetadataCache
@@ -141,8 +145,18 @@ async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest
             ErrorCode.INVALID_REQUEST,
             f"Create topics request from client `{ctx.client_id}` contains multiple entries for the following "
             f"topics: {', '.join(duplicates)}")))
+    creatable: set[str] | None = None
+    if authz.enabled(ctx) and not authz.authorize_cluster(ctx, authz.AclOperation.CREATE, log_if_denied=False):
+        creatable = authz.authorized_names(ctx, authz.AclOperation.CREATE, authz.ResourceType.TOPIC, counts)
     for topic in request.topics:
         if counts[topic.name] > 1:
+            continue
+        if creatable is not None and topic.name not in creatable:
+            denied = error_result(topic.name, KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                                         "Authorization failed."))
+            if ctx.api_version >= 5:
+                denied.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED  # as Kafka 2.6 fills it
+            results.append(denied)
             continue
         new = NewTopic(
             name=topic.name,

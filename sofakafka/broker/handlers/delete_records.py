@@ -9,6 +9,8 @@ changes nothing. The answer carries the partition's low watermark (its log start
 single replica there is nobody else to wait for, so ``timeout_ms`` only matters once followers exist.
 
 Version notes: v1 only changes throttling semantics, v2 is flexible.
+
+Authorization (with an authorizer): DELETE on each topic, else its partitions are TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import functools
 
 from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.broker.handlers import _authz as authz
 from sofakafka.broker.replica_manager import ReplicaManager, TopicPartition, storage_error_code
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode, KafkaError
@@ -46,10 +49,16 @@ async def handle_delete_records(ctx: RequestContext, request: DeleteRecordsReque
     rm: ReplicaManager = ctx.broker.replica_manager
     topics: list[TopicResult] = []
     moved: list[TopicPartition] = []
+    deletable = (authz.authorized_names(ctx, authz.AclOperation.DELETE, authz.ResourceType.TOPIC,
+                                        (t.name for t in request.topics)) if authz.enabled(ctx) else None)
     for topic in request.topics:
         partitions: list[PartitionResult] = []
         for p in topic.partitions:
             result = PartitionResult(partition_index=p.partition_index, low_watermark=-1)
+            if deletable is not None and topic.name not in deletable:
+                result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                partitions.append(result)
+                continue
             try:
                 result.low_watermark = await rm.run_append(
                     functools.partial(_delete_before, rm, topic.name, p.partition_index, p.offset))

@@ -10,6 +10,9 @@ name repeated in one request is answered once.
 
 Version notes: v1 adds throttle time, v4 is flexible; the per-topic layout never changes (no error
 message before v5, which 2.6 does not have).
+
+Authorization (with an authorizer): DELETE on each topic, else TOPIC_AUTHORIZATION_FAILED (before whether
+it exists).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import asyncio
 
 from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.broker.handlers import _authz as authz
 from sofakafka.broker.handlers._controller import is_controller
 from sofakafka.broker.handlers.create_topics import wait_for_metadata
 from sofakafka.controller.metadata import ClusterMetadata
@@ -38,7 +42,12 @@ async def handle_delete_topics(ctx: RequestContext, request: DeleteTopicsRequest
     admin = ctx.broker.topic_admin
     results: dict[str, Result] = {}
     marked: list[str] = []
+    deletable = (authz.authorized_names(ctx, authz.AclOperation.DELETE, authz.ResourceType.TOPIC, names)
+                 if authz.enabled(ctx) else set(names))
     for name in names:
+        if name not in deletable:
+            results[name] = Result(name=name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            continue
         try:
             await asyncio.to_thread(admin.delete_topic, name)
         except KafkaError as exc:

@@ -29,6 +29,11 @@ its primary broker key, as Kafka 2.6's do (a default ``log.retention.hours`` is 
 
 The entry builders (``topic_config_entries``, ``broker_config_entries``) also serve CreateTopics v5 and the
 alter handlers' validation.
+
+Authorization (with an authorizer): DESCRIBE_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED) or, for
+brokers and broker loggers, on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
+
+Resource type 100 is sofakafka's own: SCRAM users (see sofakafka.broker.handlers._scram_users).
 """
 
 from __future__ import annotations
@@ -51,6 +56,8 @@ from sofakafka.broker.config import (
     format_value,
 )
 from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.broker.handlers import _authz as authz
+from sofakafka.broker.handlers import _scram_users as scram_users
 from sofakafka.controller.topics import validate_topic_name
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode, KafkaError
@@ -314,6 +321,18 @@ def parse_broker_resource(ctx: RequestContext, name: str) -> int | None:
     return broker_id
 
 
+async def _describe_users(ctx: RequestContext, name: str, version: int) -> list[Result]:
+    """Our resource type 100 (SCRAM users, see sofakafka.broker.handlers._scram_users): one result per user."""
+    try:
+        users = await asyncio.to_thread(scram_users.describe, ctx, name)
+    except KafkaError as exc:
+        return [Result(resource_type=scram_users.RESOURCE_USER, resource_name=name, error_code=exc.code,
+                       error_message=exc.message)]
+    return [Result(resource_type=scram_users.RESOURCE_USER, resource_name=user, error_message=None, configs=[
+        _to_entry(ConfigEntryView(mechanism, value, ConfigSource.UNKNOWN, False, False, _TYPE_CODES[ConfigType.STRING]), version)
+        for mechanism, value in entries]) for user, entries in users]
+
+
 def _to_entry(view: ConfigEntryView, version: int, include_documentation: bool = False) -> Entry:
     entry = Entry(name=view.name, value=view.value, read_only=view.read_only, is_sensitive=view.is_sensitive)
     if version == 0:
@@ -361,12 +380,18 @@ async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsR
     version = ctx.api_version
     include_synonyms = version >= 1 and request.include_synonyms
     results: list[Result] = []
-    for resource in request.resources:
+    allowed, refused = authz.split_config_resources(ctx, request.resources, authz.AclOperation.DESCRIBE_CONFIGS)
+    for resource in allowed:
         keys = resource.configuration_keys or None
-        # An unknown resource type is echoed as UNKNOWN (0), as Kafka's ConfigResource.Type.forId makes it.
-        known_type = resource.resource_type in (RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER)
+        # An unknown resource type is echoed as UNKNOWN (0), as Kafka's ConfigResource.Type.forId makes it
+        # (our own USER type, 100, is known to us).
+        known_type = resource.resource_type in (RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER,
+                                                scram_users.RESOURCE_USER)
         result = Result(resource_type=resource.resource_type if known_type else 0,
                         resource_name=resource.resource_name, error_message=None)
+        if resource.resource_type == scram_users.RESOURCE_USER:
+            results.extend(await _describe_users(ctx, resource.resource_name, version))
+            continue
         try:
             views = await asyncio.to_thread(describe_resource, ctx, resource.resource_type,
                                             resource.resource_name, keys, include_synonyms)
@@ -378,4 +403,6 @@ async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsR
             include_documentation = version >= 3 and request.include_documentation
             result.configs = [_to_entry(v, version, include_documentation) for v in views]
         results.append(result)
+    results += [Result(resource_type=r.resource_type, resource_name=r.resource_name, error_code=code, error_message=None)
+                for r, code in refused]
     return DescribeConfigsResponse(results=results)

@@ -9,6 +9,8 @@ with no partitions is still listed, so a client can see every dir. A dir that we
 I/O error: storage/log_manager.py) is listed with KAFKA_STORAGE_ERROR and no partitions, as Kafka lists it.
 
 Version notes: v1 only changes throttling semantics, v2 is flexible.
+
+Authorization (with an authorizer): DESCRIBE on the cluster, else the answer lists no log dirs (Kafka 2.6).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.broker.handlers import _authz as authz
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
@@ -54,6 +57,8 @@ def _describe(lm: LogManager, wanted: set[tuple[str, int]] | None) -> list[Resul
 async def handle_describe_log_dirs(ctx: RequestContext, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
     wanted = None if request.topics is None else {
         (t.topic, p) for t in request.topics for p in t.partition_index}
+    if not authz.authorize_cluster(ctx, authz.AclOperation.DESCRIBE):
+        return DescribeLogDirsResponse(results=[])
     lm: LogManager = ctx.broker.log_manager
     results = await ctx.broker.replica_manager.run_read(lambda: _describe(lm, wanted))
     return DescribeLogDirsResponse(results=results)

@@ -11,11 +11,15 @@ election itself runs on the controller's thread (:meth:`KafkaController.elect_le
 ``timeout_ms`` the answer is REQUEST_TIMED_OUT.
 
 Version notes: v1 adds ``election_type`` and the top-level ``error_code``; v2 is flexible.
+
+Authorization (with an authorizer): ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED for every partition
+(and at the top level from v1).
 """
 
 from __future__ import annotations
 
 from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.broker.handlers import _authz as authz
 from sofakafka.broker.handlers._controller import ask_controller
 from sofakafka.controller.context import ElectionResult, ElectionType
 from sofakafka.controller.zk_data import TopicPartition
@@ -57,6 +61,10 @@ async def handle_elect_leaders(ctx: RequestContext, request: ElectLeadersRequest
         except ValueError:
             return _response({tp: (ErrorCode.INVALID_REQUEST, f"Unknown election type {request.election_type}.")
                               for tp in wanted or []}, ErrorCode.INVALID_REQUEST)
+    if not authz.authorize_cluster(ctx, authz.AclOperation.ALTER):
+        code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return _response({tp: (code, None) for tp in wanted or []},
+                         code if ctx.api_version >= 1 else ErrorCode.NONE)
     timeout_s = max(request.timeout_ms, 0) / 1000
     try:
         results: dict[TopicPartition, ElectionResult] = await ask_controller(

@@ -16,6 +16,10 @@ UNKNOWN_LEADER_EPOCH); v11 rack id and ``preferred_read_replica`` (KIP-392, see 
 rack-aware selector a consumer in another rack is sent to a follower in its own, which serves v11+ consumer
 fetches up to its high watermark).
 
+Authorization (with an authorizer, as Kafka 2.6): a follower fetch needs CLUSTER_ACTION on the cluster, else
+every partition is TOPIC_AUTHORIZATION_FAILED; a consumer needs READ on each topic, else that topic's
+partitions are TOPIC_AUTHORIZATION_FAILED (the others are served).
+
 Record bytes are not re-encoded: the response is assembled from the codec's encoding of everything but the
 records, with each partition's stored bytes spliced in as their own chunk (a ``RawResponse``), so they are
 copied once, from the file into memory. True zero-copy (``sendfile`` of the segment slice) is not used: uvloop
@@ -34,6 +38,7 @@ from collections.abc import Awaitable, Callable
 
 from sofakafka.broker.fetch_session import FetchContext
 from sofakafka.broker.handlers import RawResponse, RequestContext, handles
+from sofakafka.broker.handlers import _authz as authz
 from sofakafka.broker.replica_manager import FetchPartitionRequest, FetchPartitionResult
 from sofakafka.broker.replica_selector import RACK_AWARE_REPLICA_SELECTOR, preferred_read_replica
 from sofakafka.broker.replication_quota import leader_throttled
@@ -88,8 +93,18 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> RawRespons
         fetch_ctx = FetchContext(requested)
     preferred = _preferred_read_replicas(ctx, request, fetch_ctx.partitions) if version >= 11 else {}
 
+    denied = _unauthorized(ctx, request, fetch_ctx.partitions)
+
     async def fetch(partitions: list[FetchPartitionRequest], max_wait_ms: int,
                     min_bytes: int) -> list[FetchPartitionResult]:
+        if denied:
+            allowed = [p for p in partitions if p.tp not in denied]
+            results = iter(await fetch_allowed(allowed, max_wait_ms, min_bytes) if allowed else ())
+            return [_DENIED if p.tp in denied else next(results) for p in partitions]
+        return await fetch_allowed(partitions, max_wait_ms, min_bytes)
+
+    async def fetch_allowed(partitions: list[FetchPartitionRequest], max_wait_ms: int,
+                            min_bytes: int) -> list[FetchPartitionResult]:
         return await broker.replica_manager.fetch_messages(
             replica_id=request.replica_id,
             max_wait_ms=max_wait_ms,
@@ -119,6 +134,22 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> RawRespons
                    for req, r in zip(fetch_ctx.partitions, results, strict=True)]
     return encode_fetch_response(version, fetch_ctx.session_id, fetch_ctx.response_partitions(results, preferred),
                                  preferred)
+
+
+_DENIED = FetchPartitionResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, None, b"")
+
+
+def _unauthorized(ctx: RequestContext, request: FetchRequest,
+                  partitions: list[FetchPartitionRequest]) -> set[tuple[str, int]]:
+    if not authz.enabled(ctx) or not partitions:
+        return set()
+    if request.replica_id >= 0:
+        if authz.authorize_cluster(ctx, authz.AclOperation.CLUSTER_ACTION):
+            return set()
+        return {p.tp for p in partitions}
+    readable = authz.authorized_names(ctx, authz.AclOperation.READ, authz.ResourceType.TOPIC,
+                                      (p.topic for p in partitions))
+    return {p.tp for p in partitions if p.topic not in readable}
 
 
 async def _fetch_holding_back(

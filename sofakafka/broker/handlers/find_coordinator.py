@@ -14,11 +14,15 @@ timeout. Any other key type is INVALID_REQUEST.
 The coordinator's address is given on the listener the client connected through. Version notes: v1 adds
 ``key_type``, the throttle time and ``error_message`` (Kafka sends "NONE" on success); v2 changes only
 throttling semantics; v3 is flexible.
+
+Authorization (with an authorizer): DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED) or on the
+transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
 from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.broker.handlers import _authz as authz
 from sofakafka.broker.offsets_topic import GROUP_METADATA_TOPIC
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode
@@ -43,6 +47,12 @@ def _error(code: ErrorCode) -> FindCoordinatorResponse:
 @handles(ApiKey.FIND_COORDINATOR, 0, 3)
 async def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     key_type = request.key_type if ctx.api_version >= 1 else KEY_TYPE_GROUP
+    if key_type == KEY_TYPE_GROUP and not authz.authorize(ctx, authz.AclOperation.DESCRIBE,
+                                                          authz.ResourceType.GROUP, request.key):
+        return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if key_type == KEY_TYPE_TRANSACTION and not authz.authorize(ctx, authz.AclOperation.DESCRIBE,
+                                                                authz.ResourceType.TRANSACTIONAL_ID, request.key):
+        return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if key_type == KEY_TYPE_TRANSACTION:
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if key_type != KEY_TYPE_GROUP:

@@ -15,6 +15,12 @@ makes a logger inherit its parent's level again (not allowed for ``root``), APPE
 INVALID_REQUEST; an unknown logger or level is INVALID_REQUEST naming it.
 
 Version notes: v1 is the first flexible version; nothing else changes.
+
+Authorization (with an authorizer): ALTER_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED) or, for
+brokers and broker loggers, on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
+
+Resource type 100 is sofakafka's own: SCRAM users (SET a stored credential, DELETE a mechanism; see
+sofakafka.broker.handlers._scram_users).
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from collections.abc import Mapping, Sequence
 
 from sofakafka.broker.config import CONFIG_KEYS, ConfigType, format_value
 from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.broker.handlers import _authz as authz
+from sofakafka.broker.handlers import _scram_users as scram_users
 from sofakafka.broker.handlers.alter_configs import apply_configs, unknown_topic_as_kafka_answers
 from sofakafka.broker.handlers.describe_configs import (
     LOG_LEVELS,
@@ -152,10 +160,16 @@ async def handle_incremental_alter_configs(
     ctx: RequestContext, request: IncrementalAlterConfigsRequest
 ) -> IncrementalAlterConfigsResponse:
     responses: list[ResourceResponse] = []
-    for resource in request.resources:
+    allowed, refused = authz.split_config_resources(ctx, request.resources, authz.AclOperation.ALTER_CONFIGS)
+    for resource in allowed:
         response = ResourceResponse(resource_type=resource.resource_type, resource_name=resource.resource_name,
                                     error_message=None)
         try:
+            if resource.resource_type == scram_users.RESOURCE_USER:
+                ops = [(c.name, c.config_operation, c.value) for c in resource.configs]
+                await asyncio.to_thread(scram_users.alter, ctx, resource.resource_name, ops, request.validate_only)
+                responses.append(response)
+                continue
             if resource.resource_type == RESOURCE_BROKER_LOGGER:
                 parse_logger_resource(ctx, resource.resource_name)
                 names = [c.name for c in resource.configs]
@@ -175,4 +189,6 @@ async def handle_incremental_alter_configs(
             response.error_code = exc.code
             response.error_message = exc.message
         responses.append(response)
+    responses += [ResourceResponse(resource_type=r.resource_type, resource_name=r.resource_name, error_code=code,
+                                   error_message=None) for r, code in refused]
     return IncrementalAlterConfigsResponse(responses=responses)

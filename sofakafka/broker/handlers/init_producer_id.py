@@ -13,6 +13,9 @@ timeout and reports it) and logged once per request.
 
 Version notes: v1 is v0 with throttling semantics; v2 is the flexible encoding; v3 adds the producer's
 current id and epoch.
+
+Authorization (with an authorizer): WRITE on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+or, for an idempotent producer, IDEMPOTENT_WRITE on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import logging
 
 from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.broker.handlers import _authz as authz
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
@@ -29,6 +33,13 @@ log = logging.getLogger(__name__)
 
 @handles(ApiKey.INIT_PRODUCER_ID, 0, 3)
 async def handle_init_producer_id(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
+    if request.transactional_id is not None and not authz.authorize(
+            ctx, authz.AclOperation.WRITE, authz.ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        return InitProducerIdResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1,
+                                      producer_epoch=-1)
+    if request.transactional_id is None and not authz.authorize_cluster(ctx, authz.AclOperation.IDEMPOTENT_WRITE):
+        return InitProducerIdResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, producer_id=-1,
+                                      producer_epoch=-1)
     if request.transactional_id is not None:
         log.info("InitProducerId for transactional id %r from %s: transactions are not supported yet",
                  request.transactional_id, ctx.client_id)

@@ -9,16 +9,22 @@ completion; every error travels in the response's error codes.
 
 Version notes: v1 adds the throttle time; v2 changes only throttling semantics; v3 replaces
 ``member_id`` by the ``members`` batch with per-member errors; v4 is flexible.
+
+Authorization (with an authorizer): READ on the group, else GROUP_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from sofakafka.broker.group.asyncio_bridge import wait_for
 from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.broker.handlers import _authz as authz
 from sofakafka.protocol.api import ApiKey
+from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
 
 
 @handles(ApiKey.LEAVE_GROUP, 0, 4)
 async def handle_leave_group(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
+    if not authz.authorize(ctx, authz.AclOperation.READ, authz.ResourceType.GROUP, request.group_id):
+        return LeaveGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     return await wait_for(ctx.broker.group_coordinator.leave_group(request, ctx.api_version))

@@ -8,11 +8,15 @@ Version notes: v0 answers a list of up to ``max_num_offsets`` offsets (``old_sty
 offset followed by segment base offsets, newest first; for -2 the log start offset; for a timestamp, the base
 offsets of segments whose records are all older than it. v1 returns one timestamp/offset pair; v2 adds the
 isolation level; v4 the leader epoch of the offset and ``current_leader_epoch`` checking (KIP-320).
+
+Authorization (with an authorizer): DESCRIBE on each topic, else its partitions are
+TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.broker.handlers import _authz as authz
 from sofakafka.broker.replica_manager import (
     ISOLATION_READ_COMMITTED,
     Partition,
@@ -20,7 +24,7 @@ from sofakafka.broker.replica_manager import (
     storage_error_code,
 )
 from sofakafka.protocol.api import ApiKey
-from sofakafka.protocol.errors import KafkaError
+from sofakafka.protocol.errors import ErrorCode, KafkaError
 from sofakafka.protocol.messages.list_offset import ListOffsetRequest, ListOffsetResponse
 from sofakafka.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
@@ -41,9 +45,16 @@ async def handle_list_offsets(ctx: RequestContext, request: ListOffsetRequest) -
     rm = ctx.broker.replica_manager
     version = ctx.api_version
 
+    visible = (authz.authorized_names(ctx, authz.AclOperation.DESCRIBE, authz.ResourceType.TOPIC,
+                                      (t.name for t in request.topics)) if authz.enabled(ctx) else None)
+
     def lookup_all() -> list[TopicResponse]:
         out: list[TopicResponse] = []
         for topic in request.topics:
+            if visible is not None and topic.name not in visible:
+                out.append(TopicResponse(name=topic.name, partitions=[
+                    _unknown(p, version, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in topic.partitions]))
+                continue
             parts = [_lookup(rm, topic.name, p, request.replica_id, request.isolation_level, version)
                      for p in topic.partitions]
             out.append(TopicResponse(name=topic.name, partitions=parts))
@@ -52,11 +63,17 @@ async def handle_list_offsets(ctx: RequestContext, request: ListOffsetRequest) -
     return ListOffsetResponse(topics=await rm.run_read(lookup_all))
 
 
-def _lookup(rm: ReplicaManager, topic: str, req: PartitionRequest, replica_id: int, isolation_level: int,
-            version: int) -> PartitionResponse:
-    resp = PartitionResponse(partition_index=req.partition_index)
+def _unknown(req: PartitionRequest, version: int, error: ErrorCode = ErrorCode.NONE) -> PartitionResponse:
+    """A partition's answer before anything is known of it: no offset, no timestamp, no epoch."""
+    resp = PartitionResponse(partition_index=req.partition_index, error_code=error)
     if version >= 4:
         resp.leader_epoch = -1
+    return resp
+
+
+def _lookup(rm: ReplicaManager, topic: str, req: PartitionRequest, replica_id: int, isolation_level: int,
+            version: int) -> PartitionResponse:
+    resp = _unknown(req, version)
     try:
         part = rm.partition_or_error(topic, req.partition_index)
         if version >= 4:

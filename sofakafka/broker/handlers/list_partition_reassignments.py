@@ -5,11 +5,14 @@ removed. ``topics`` null lists every ongoing reassignment; named partitions that
 exist, are left out without an error, as in Kafka. Only the controller answers; another broker answers
 NOT_CONTROLLER at the top level. Read on the controller's thread, whose view is what completes them; past
 ``timeout_ms`` the answer is REQUEST_TIMED_OUT.
+
+Authorization (with an authorizer): DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.broker.handlers import _authz as authz
 from sofakafka.broker.handlers._controller import ask_controller
 from sofakafka.controller.reassignment import OngoingReassignment
 from sofakafka.controller.zk_data import TopicPartition
@@ -32,6 +35,8 @@ def _top_level(code: ErrorCode, message: str | None) -> ListPartitionReassignmen
 async def handle_list_partition_reassignments(
     ctx: RequestContext, request: ListPartitionReassignmentsRequest
 ) -> ListPartitionReassignmentsResponse:
+    if not authz.authorize_cluster(ctx, authz.AclOperation.DESCRIBE):
+        return _top_level(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     wanted = None if request.topics is None else list(dict.fromkeys(
         TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes))
     timeout_s = max(request.timeout_ms, 0) / 1000

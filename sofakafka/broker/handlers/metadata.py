@@ -19,7 +19,13 @@ INT32 minimum when not asked for); v9 is the flexible encoding.
 Each topic's entry is encoded once per metadata change and version, and the response is spliced from those
 bytes (a ``RawResponse``): the metadata cache keeps a topic's ``TopicMetadata`` object while the topic does not
 change, so a broker with 10,000 partitions answers "all topics" without building and encoding 10,000 partition
-structs on its event loop every time a client refreshes (about a second of this machine's CPU before).
+structs on its event loop every time a client refreshes (about a second of this machine's CPU before). An entry
+asked with its authorized operations under an authorizer is the principal's own and is encoded per request.
+
+Authorization (with an authorizer, as Kafka 2.6): a topic needs DESCRIBE to be listed. Asked for all topics,
+the others are left out without a trace; asked by name, they are answered TOPIC_AUTHORIZATION_FAILED without
+saying whether they exist. Auto-creation needs CREATE on the cluster or on the topic, else the missing topic
+is TOPIC_AUTHORIZATION_FAILED. Authorized operations (v8+) are the principal's own.
 """
 
 from __future__ import annotations
@@ -28,12 +34,15 @@ import logging
 import struct
 
 from sofakafka.broker.handlers import RawResponse, RequestContext, handles
+from sofakafka.broker.handlers import _authz as authz
 from sofakafka.controller.metadata import ClusterMetadata, TopicMetadata
 from sofakafka.controller.topics import NewTopic, validate_topic_name
+from sofakafka.protocol.acl import CLUSTER_NAME
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode, KafkaError
 from sofakafka.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from sofakafka.protocol.primitives import encode_unsigned_varint
+from sofakafka.security.authorizer import authorized_operations_bits
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +76,21 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> RawR
         requested_all = False
     allow_create = (broker.config.get_bool("auto.create.topics.enable")
                     and (version < 4 or request.allow_auto_topic_creation) and not requested_all)
+    flexible = MetadataResponse.is_flexible(version)
     topics: list[bytes] = []
+    may_create: set[str] | None = None
+    if authz.enabled(ctx):
+        describable = authz.authorized_names(ctx, authz.AclOperation.DESCRIBE, authz.ResourceType.TOPIC, names,
+                                             log_if_denied=not requested_all)
+        if not requested_all:
+            topics.extend(Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=n, is_internal=False,
+                                partitions=[]).encode(version, flexible=flexible)
+                          for n in names if n not in describable)
+        names = [n for n in names if n in describable]
+        missing = [n for n in names if n not in snap.topics]
+        if allow_create and missing and not authz.authorize_cluster(ctx, authz.AclOperation.CREATE,
+                                                                    log_if_denied=False):
+            may_create = authz.authorized_names(ctx, authz.AclOperation.CREATE, authz.ResourceType.TOPIC, missing)
     for name in names:
         found = snap.topics.get(name)
         if found is not None:
@@ -75,9 +98,12 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> RawR
             continue
         error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if allow_create and name not in snap.deleting:
-            error = await _auto_create(ctx, name)
+            if may_create is not None and name not in may_create:
+                error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            else:
+                error = await _auto_create(ctx, name)
         topics.append(Topic(error_code=error, name=name, is_internal=False, partitions=[]).encode(
-            version, flexible=MetadataResponse.is_flexible(version)))
+            version, flexible=flexible))
     _prune(snap)
     return splice_response(
         MetadataResponse(
@@ -85,16 +111,18 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> RawR
             cluster_id=snap.cluster_id,
             controller_id=snap.controller_id,
             topics=[],
-            cluster_authorized_operations=(CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
-                                           else AUTHORIZED_OPERATIONS_OMITTED),
+            cluster_authorized_operations=(
+                _authorized_operations(ctx, authz.ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)
+                if request.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED),
         ),
         version, topics)
 
 
 def splice_response(empty: MetadataResponse, version: int, topics: list[bytes]) -> RawResponse:
     """``empty`` (its ``topics`` empty, no tagged fields set) encoded with ``topics``' encoded entries (each
-    encoded with the message's flexibility) in place of its empty array. The array is followed only by ``cluster_authorized_operations`` (v8+) and the response's
-    tagged fields (v9+, none set: one byte), so the empty array sits at a known distance from the end."""
+    encoded with the message's flexibility) in place of its empty array. The array is followed only by
+    ``cluster_authorized_operations`` (v8+) and the response's tagged fields (v9+, none set: one byte), so the
+    empty array sits at a known distance from the end."""
     data = empty.encode(version)
     flexible = MetadataResponse.is_flexible(version)
     tail = (4 if version >= 8 else 0) + (1 if flexible else 0)
@@ -110,6 +138,9 @@ _ENCODED: dict[tuple[str, int, bool], tuple[TopicMetadata, tuple[int, ...], byte
 
 
 def _encoded_topic(topic: TopicMetadata, version: int, include_operations: bool, ctx: RequestContext) -> bytes:
+    if include_operations and ctx.broker.authorizer is not None:  # the principal's own operations: not shared
+        return _topic(topic, version, include_operations, ctx).encode(
+            version, flexible=MetadataResponse.is_flexible(version))
     me = ctx.broker.broker_id
     rm = ctx.broker.replica_manager
     unserved = tuple(i for i, p in topic.partitions.items()
@@ -193,5 +224,16 @@ def _topic(topic: TopicMetadata, version: int, include_operations: bool, ctx: Re
         name=topic.name,
         is_internal=topic.is_internal,
         partitions=partitions,
-        topic_authorized_operations=TOPIC_OPERATIONS if include_operations else AUTHORIZED_OPERATIONS_OMITTED,
+        topic_authorized_operations=(_authorized_operations(ctx, authz.ResourceType.TOPIC, topic.name, TOPIC_OPERATIONS)
+                                     if include_operations else AUTHORIZED_OPERATIONS_OMITTED),
     )
+
+
+def _authorized_operations(ctx: RequestContext, resource_type: authz.ResourceType, name: str, supported: int) -> int:
+    """KIP-430 bits: everything supported without an authorizer, else what the principal may do."""
+    authorizer = ctx.broker.authorizer
+    if authorizer is None:
+        return supported
+    ops = [op for op in authz.AclOperation if supported & (1 << op)]
+    return authorized_operations_bits(authorizer.authorized_operations(ctx.principal, ctx.client_host,
+                                                                       resource_type, name, ops))

@@ -7,14 +7,19 @@ agree. An epoch the cache cannot place answers -1/-1 (UNDEFINED).
 
 Version notes: v2 adds ``current_leader_epoch`` (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH when it is older
 or newer than ours); v3 adds ``replica_id`` (-1 consumer, -2 debug), which changes nothing for a leader.
+
+Authorization (with an authorizer), as Kafka 2.6 checks it whoever asks (consumers use this API since KIP-320,
+followers always did): CLUSTER_ACTION on the cluster answers every partition; without it each topic needs
+DESCRIBE, else its partitions are TOPIC_AUTHORIZATION_FAILED (an unknown topic too).
 """
 
 from __future__ import annotations
 
 from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.broker.handlers import _authz as authz
 from sofakafka.broker.replica_manager import ReplicaManager, storage_error_code
 from sofakafka.protocol.api import ApiKey
-from sofakafka.protocol.errors import KafkaError
+from sofakafka.protocol.errors import ErrorCode, KafkaError
 from sofakafka.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
@@ -37,10 +42,20 @@ def offset_for_leader_epoch_error_response(request: OffsetForLeaderEpochRequest,
 async def handle_offset_for_leader_epoch(ctx: RequestContext, request: OffsetForLeaderEpochRequest
                                          ) -> OffsetForLeaderEpochResponse:
     rm = ctx.broker.replica_manager
+    visible: set[str] | None = None
+    if authz.enabled(ctx) and not authz.authorize_cluster(ctx, authz.AclOperation.CLUSTER_ACTION,
+                                                          log_if_denied=False):
+        visible = authz.authorized_names(ctx, authz.AclOperation.DESCRIBE, authz.ResourceType.TOPIC,
+                                         (t.name for t in request.topics))
+
+    def denied(p: PartitionRequest) -> PartitionResult:
+        return PartitionResult(partition_index=p.partition_index, leader_epoch=-1, end_offset=-1,
+                               error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
     def lookup_all() -> list[TopicResult]:
-        return [TopicResult(name=t.name, partitions=[_end_offset(rm, t.name, p) for p in t.partitions])
-                for t in request.topics]
+        return [TopicResult(name=t.name, partitions=[
+            _end_offset(rm, t.name, p) if visible is None or t.name in visible else denied(p)
+            for p in t.partitions]) for t in request.topics]
 
     return OffsetForLeaderEpochResponse(topics=await rm.run_read(lookup_all))
 

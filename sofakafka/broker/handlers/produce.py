@@ -9,6 +9,11 @@ purgatory), acks=0 sends no response at all, as Kafka does, and closes the conne
 signal such a client gets); any other acks value is INVALID_REQUIRED_ACKS. Clients may
 not write to the internal topics (INVALID_TOPIC_EXCEPTION), except Kafka's ``__admin_client``.
 
+Authorization (Kafka 2.6's checks, with an authorizer): transactional batches need WRITE on the transactional
+id (else the whole request is TRANSACTIONAL_ID_AUTHORIZATION_FAILED), idempotent ones IDEMPOTENT_WRITE on the
+cluster (else CLUSTER_AUTHORIZATION_FAILED), and each topic WRITE (else TOPIC_AUTHORIZATION_FAILED for its
+partitions, checked before whether the topic exists).
+
 Version notes: v2+ carries ``log_append_time_ms`` (-1 unless the topic uses LogAppendTime), v3+ the
 transactional id and exactly one v2 batch per partition, v5+ ``log_start_offset``, v8 per-record errors
 (``record_errors``) and an error message.
@@ -17,11 +22,13 @@ transactional id and exactly one v2 batch per partition, v5+ ``log_start_offset`
 from __future__ import annotations
 
 from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.broker.handlers import _authz as authz
 from sofakafka.broker.replica_manager import ProducePartitionResult, TopicPartition
 from sofakafka.protocol.api import ApiKey
-from sofakafka.protocol.errors import ErrorCode
+from sofakafka.protocol.errors import CorruptRecordError, ErrorCode
 from sofakafka.protocol.messages.produce import ProduceRequest, ProduceResponse
 from sofakafka.protocol.records import Buffer
+from sofakafka.protocol.records.header import MAGIC_V2, peek_batch_header
 
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = TopicResponse.PartitionProduceResponse
@@ -41,16 +48,55 @@ def produce_error_response(request: ProduceRequest, version: int, code: int) -> 
         for t in request.topics])
 
 
+def _producer_kind(request: ProduceRequest) -> tuple[bool, bool]:
+    """(has transactional batches, has idempotent batches), from the first batch of each partition."""
+    transactional = idempotent = False
+    for topic in request.topics:
+        for p in topic.partitions:
+            if not p.records:
+                continue
+            try:
+                header = peek_batch_header(p.records)
+            except CorruptRecordError:
+                continue  # the append reports it
+            if header is None or header.magic != MAGIC_V2:
+                continue
+            transactional |= header.is_transactional
+            idempotent |= header.producer_id >= 0
+    return transactional, idempotent
+
+
+def _refuse_all(ctx: RequestContext, request: ProduceRequest, code: ErrorCode) -> ProduceResponse | None:
+    response = produce_error_response(request, ctx.api_version, code)
+    if response is None:  # acks=0: closing is the only answer the client gets
+        ctx.close_connection(f"acks=0 produce refused: {code.name}")
+    return response
+
+
 @handles(ApiKey.PRODUCE, 0, 8, error_response=produce_error_response)
 async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     version = ctx.api_version
     entries: list[tuple[TopicPartition, Buffer | None]] = []
     refused: dict[TopicPartition, ProducePartitionResult] = {}
     internal_allowed = ctx.client_id == ADMIN_CLIENT_ID
+    writable: set[str] | None = None
+    if authz.enabled(ctx):
+        transactional, idempotent = _producer_kind(request)
+        if transactional:
+            txn_id = request.transactional_id
+            if txn_id is None or not authz.authorize(ctx, authz.AclOperation.WRITE,
+                                                     authz.ResourceType.TRANSACTIONAL_ID, txn_id):
+                return _refuse_all(ctx, request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        elif idempotent and not authz.authorize_cluster(ctx, authz.AclOperation.IDEMPOTENT_WRITE):
+            return _refuse_all(ctx, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        writable = authz.authorized_names(ctx, authz.AclOperation.WRITE, authz.ResourceType.TOPIC,
+                                          (t.name for t in request.topics))
     for topic in request.topics:
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
-            if topic.name in INTERNAL_TOPICS and not internal_allowed:
+            if writable is not None and topic.name not in writable:
+                refused[tp] = ProducePartitionResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            elif topic.name in INTERNAL_TOPICS and not internal_allowed:
                 refused[tp] = ProducePartitionResult(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                                      error_message=f"Cannot append to internal topic {topic.name}")
             else:

@@ -28,6 +28,8 @@ failed, REQUEST_TIMED_OUT when our metadata still shows the topic live (retried 
 
 Not checked: CLUSTER_ACTION authorization (no handler authorizes yet), nor which listener the request came in on
 (Kafka does not check it either).
+
+Authorization (with an authorizer): CLUSTER_ACTION on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import logging
 from collections.abc import Iterable, Sequence
 
 from sofakafka.broker.handlers import RequestContext, handles
+from sofakafka.broker.handlers import _authz as authz
 from sofakafka.controller import zk_data, zk_paths
 from sofakafka.controller.metadata import ClusterMetadata
 from sofakafka.controller.store import MetadataStore, StoreError
@@ -136,6 +139,7 @@ def _request_error(request: StopReplicaRequest, version: int, code: int) -> Stop
 
 @handles(ApiKey.STOP_REPLICA, 0, 3, error_response=_request_error)
 async def handle_stop_replica(ctx: RequestContext, request: StopReplicaRequest) -> StopReplicaResponse:
+    authz.require_cluster_action(ctx)
     broker = ctx.broker
     partitions = request_partitions(request, ctx.api_version)
     if ctx.api_version >= 1 and broker_epoch_is_stale(request.broker_epoch, broker.broker_epoch):

@@ -65,8 +65,34 @@ def test_keys_without_effect_here_are_named_in_a_warning(tmp_path: Path, capsys:
     assert "warning: ignoring linger.ms, retries from" in err and "client.id" not in err
 
 
+def test_the_command_config_file_sets_tls_and_sasl(tmp_path: Path) -> None:
+    """The security helper's and the house's --command-config are one: Kafka's client keys become our client's
+    TLS context and SASL login (the login itself is proven against brokers in tests/integration/test_security.py)."""
+    trustme = pytest.importorskip("trustme")
+    ca = trustme.CA()
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    args = _args(tmp_path, "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+                           'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required '
+                           'username="alice" password="alice-secret";\n'
+                           f"ssl.truststore.location={ca_file}\nssl.endpoint.identification.algorithm=\n")
+    with common.client(args, "acls") as client:
+        security = client.security
+        assert security is not None and security.uses_ssl and security.uses_sasl
+        assert (security.sasl_mechanism, security.username, security.password) == ("SCRAM-SHA-512", "alice",
+                                                                                    "alice-secret")
+        assert security.ssl_context is not None and not security.ssl_context.check_hostname
+    with common.client(_args(tmp_path, "security.protocol=PLAINTEXT\n"), "topics") as client:
+        assert client.security is None
+
+
 @pytest.mark.parametrize(("text", "named"), [
-    ("security.protocol=SASL_SSL\n", "security.protocol: SASL_SSL is not supported"),
+    ("security.protocol=SASL_SSL\n", "sasl.mechanism: must be one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),
+    ("security.protocol=KERBEROS\n", "security.protocol: must be one of PLAINTEXT, SSL"),
+    ("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n", "sasl.jaas.config: PLAIN needs a username"),
+    ("security.protocol=SSL\nssl.truststore.location=/no/such/ca.pem\n", "ssl.truststore.location: no such file"),
+    ("security.protocol=SSL\nssl.keystore.type=JKS\nssl.keystore.location=/etc/hostname\n",
+     "ssl.keystore.type: JKS stores are not supported"),
     ("request.timeout.ms=soon\n", "request.timeout.ms: not an integer"),
     ("request.timeout.ms=-1\n", "request.timeout.ms: must not be negative"),
     ("just-a-word\n", "client.properties:1: expected key=value"),

@@ -91,8 +91,9 @@ def test_configs_describe_and_alter_like_kafka_configs(broker: RunningBroker) ->
         f"Dynamic configs for topic {name} are:",
         "  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,"
         "delete, DEFAULT_CONFIG:log.cleanup.policy=delete}",
-        "  retention.ms=5000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=5000, "
-        "DEFAULT_CONFIG:log.retention.hours=168}",
+        # Kafka 2.6 lists a topic config's broker synonyms from its primary key on: log.retention.ms is unset,
+        # so the default log.retention.hours is not one (docs/compatibility.md, "Differences found and fixed").
+        "  retention.ms=5000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=5000}",
     ]
     ok("configs", "alter", *b, "--entity-type", "topics", "--entity-name", name, "--delete-config", "retention.ms")
     assert "retention.ms" not in ok("configs", "describe", *b, "--entity-type", "topics", "--entity-name", name)

@@ -1,0 +1,36 @@
+"""The security store's tests (tests/unit/security/test_store.py) run unchanged against a real ZooKeeper."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from sofakafka.controller.store import MetadataStore
+from sofakafka.controller.zookeeper import ZooKeeperMetadataStore
+from tests.cluster.conftest import ZooKeeperServer
+from tests.unit.security import test_store as embedded
+
+
+@pytest.fixture
+def sessions(zookeeper: ZooKeeperServer, zk_chroot: str) -> Iterator[Callable[[], MetadataStore]]:
+    opened: list[MetadataStore] = []
+
+    def make() -> MetadataStore:
+        s = ZooKeeperMetadataStore.connect(zookeeper.hosts, zk_chroot, session_timeout=10)
+        opened.append(s)
+        return s
+
+    yield make
+    for s in opened:
+        s.close()
+
+
+test_a_scram_user_written_through_one_broker_reaches_the_other = (
+    embedded.test_a_scram_user_written_through_one_broker_reaches_the_other)
+test_other_user_config_keys_are_kept = embedded.test_other_user_config_keys_are_kept
+test_acls_are_stored_as_kafka_stores_them_and_reach_every_broker = (
+    embedded.test_acls_are_stored_as_kafka_stores_them_and_reach_every_broker)
+test_changes_written_by_kafkas_own_tools_are_picked_up = embedded.test_changes_written_by_kafkas_own_tools_are_picked_up
+test_everything_is_loaded_at_start_and_old_notifications_are_purged = (
+    embedded.test_everything_is_loaded_at_start_and_old_notifications_are_purged)
