@@ -401,6 +401,8 @@ class Broker:
         partition.
         """
         snap = self.node.cache.snapshot()
+        # Dynamic connection limits (max.connections and its kin): cluster-wide default, then this broker's own.
+        await self.server.reconfigure({**snap.broker_config(None), **snap.broker_config(self.broker_id)})
         rm = self.replica_manager
         wanted: set[tuple[str, int]] = set()
         to_lead: list[LeaderState] = []

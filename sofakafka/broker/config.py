@@ -244,7 +244,7 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("socket.receive.buffer.bytes", _T.INT, 102400, "SO_RCVBUF; -1 keeps the OS default."),
     ConfigKey("socket.request.max.bytes", _T.INT, 104857600, "Largest request frame accepted.", at_least(1)),
     ConfigKey("connections.max.idle.ms", _T.LONG, 600000, "Idle connections are closed after this."),
-    ConfigKey("max.connections", _T.INT, INT_MAX, "Connections at once; at the limit a listener stops accepting (new clients wait in the backlog) until one closes, except the inter-broker listener of a broker with several listeners, for which the least recently active other connection is closed.", at_least(0), _CW),
+    ConfigKey("max.connections", _T.INT, INT_MAX, "Connections at once; at the limit a listener stops accepting (new clients wait in the backlog) until one closes, except the inter-broker listener of a broker with several listeners, for which the least recently active other connection is closed. listener.name.<listener>.max.connections is one listener's own limit (this value where unset). Lowered dynamically, the least recently active connections over it are closed.", at_least(0), _CW),
     ConfigKey("max.connections.per.ip", _T.INT, INT_MAX, "Connections accepted at once from one address; a new one over it is closed at once, with the reason logged.", at_least(0), _CW),
     ConfigKey("max.connections.per.ip.overrides", _T.STRING, "", "host:count or ip:count, comma-separated: per-address exceptions to max.connections.per.ip.", None, _CW),
     ConfigKey("request.timeout.ms", _T.INT, 30000, "Timeout of requests this broker sends."),
@@ -623,6 +623,25 @@ def parse_connection_overrides(key: str, raw: str | None) -> dict[str, int]:
     return out
 
 
+LISTENER_MAX_CONNECTIONS_RE = re.compile(r"listener\.name\.([^.]+)\.max\.connections")
+
+
+def listener_max_connections_key(listener_name: str) -> str:
+    """Kafka's per-listener connection limit, ``listener.name.<listener, lower case>.max.connections``."""
+    return f"listener.name.{listener_name.lower()}.max.connections"
+
+
+def parse_max_connections(key: str, raw: str) -> int:
+    """A ``max.connections`` value (broker-wide or a listener's): an integer >= 0."""
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ConfigError(key, f"must be an integer, got {raw!r}") from None
+    if value < 0:
+        raise ConfigError(key, f"must be >= 0, got {value}")
+    return value
+
+
 def parse_zookeeper_connect(key: str, text: str) -> tuple[str, str | None]:
     """Split ``host:port,host:port/chroot`` into the connect string and the chroot (None for the root)."""
     hosts, slash, chroot = text.strip().partition("/")
@@ -709,6 +728,9 @@ class KafkaConfig:
 
     def _validate(self) -> None:
         parse_connection_overrides("max.connections.per.ip.overrides", self.get_str("max.connections.per.ip.overrides"))
+        for key, value in self.originals.items():
+            if LISTENER_MAX_CONNECTIONS_RE.fullmatch(key):
+                parse_max_connections(key, value)
         if self.get_int("max.connections.per.ip") == 0 and not self.get_str("max.connections.per.ip.overrides"):
             raise ConfigError("max.connections.per.ip", "0 refuses every connection; it needs max.connections.per.ip.overrides")
         broker_id = self.get_int("broker.id")

@@ -22,8 +22,16 @@ reason; the connections already open are served as before):
   connection closes, and it resumes by itself. The inter-broker listener of a broker with several listeners is
   protected: it accepts anyway, and the least recently active connection of another listener is closed to make
   room, so replication and the controller never lock themselves out.
+* ``listener.name.<listener>.max.connections``: a listener's own limit (``max.connections`` where unset, as
+  Kafka's prefixed key overrides the broker's); at it that listener stops accepting like at ``max.connections``,
+  the protected inter-broker listener included.
 * ``max.connections.per.ip`` and ``max.connections.per.ip.overrides``: a connection over its address's limit is
   accepted and closed at once.
+* Dynamic, as in Kafka 2.6: AlterConfigs of ``max.connections``, ``max.connections.per.ip``, its overrides and a
+  listener's ``max.connections``, cluster-wide or for this broker, apply on the next metadata change
+  (:meth:`SocketServer.reconfigure`). A raised limit lets waiting clients in; a lowered ``max.connections`` closes
+  the least recently active connections over it on unprotected listeners, as Kafka's processors do; other
+  lowered limits hold back new connections only.
 * A TLS handshake in progress counts as a connection (of its address and of the broker) from its accept on, so a
   flood of unfinished handshakes cannot get around the limits.
 * Running out of descriptors (EMFILE/ENFILE on accept): the listener logs it, pauses accepting for a moment and
@@ -44,14 +52,19 @@ import errno
 import logging
 import socket
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from sofakafka.broker.bound_listener import BoundListener
 from sofakafka.broker.config import (
+    LISTENER_MAX_CONNECTIONS_RE,
     ConfigError,
     EndPoint,
     KafkaConfig,
     SecurityProtocol,
+    listener_max_connections_key,
     parse_connection_overrides,
+    parse_max_connections,
 )
 from sofakafka.broker.connection import KafkaConnection
 from sofakafka.broker.context import BrokerContext
@@ -65,6 +78,67 @@ ACCEPT_BACKOFF_S = 0.5
 # A refusal repeated within this many seconds is counted, not logged again.
 REFUSAL_LOG_INTERVAL_S = 10.0
 _OUT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+# What Kafka 2.6 lets AlterConfigs change while the broker runs (SocketServer.ReconfigurableConfigs, and
+# max.connections per listener).
+DYNAMIC_CONNECTION_KEYS = ("max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides")
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """The connection limits in force: static config, then the cluster-wide dynamic default, then this broker's
+    dynamic config, the later winning, as Kafka's DynamicBrokerConfig layers them."""
+
+    max_connections: int
+    max_connections_per_ip: int
+    per_ip_overrides: str  # as written (host:count,...); the server resolves host names
+    #: listener name -> its own ``listener.name.<listener>.max.connections``, where one is set.
+    listener_max: dict[str, int] = field(default_factory=dict)
+
+    def listener_limit(self, listener_name: str) -> int:
+        """A listener's limit: its own key, else ``max.connections`` (Kafka's prefix override)."""
+        return self.listener_max.get(listener_name, self.max_connections)
+
+
+def connection_limits(config: KafkaConfig, dynamic: Mapping[str, str] = {}) -> ConnectionLimits:
+    """The limits ``config`` sets with ``dynamic`` (the merged dynamic broker configs) on top. A dynamic value
+    that does not parse (AlterConfigs validates them, so only a hand-edited store has one) is logged and the
+    layer below it kept."""
+    def value(key: str, static: int) -> int:
+        raw = dynamic.get(key)
+        if raw is None:
+            return static
+        try:
+            return parse_max_connections(key, raw)
+        except ConfigError as exc:
+            log.warning("ignoring the dynamic %s", exc)
+            return static
+
+    overrides = config.get_str("max.connections.per.ip.overrides") or ""
+    raw_overrides = dynamic.get("max.connections.per.ip.overrides")
+    if raw_overrides is not None:
+        try:
+            parse_connection_overrides("max.connections.per.ip.overrides", raw_overrides)
+            overrides = raw_overrides
+        except ConfigError as exc:
+            log.warning("ignoring the dynamic %s", exc)
+    listener_max: dict[str, int] = {}
+    names = {e.listener_name.lower(): e.listener_name for e in config.listeners}
+    for layer in (config.originals, dynamic):  # static (checked at start-up), then dynamic
+        for key, raw in layer.items():
+            m = LISTENER_MAX_CONNECTIONS_RE.fullmatch(key)
+            if m is None or m.group(1).lower() not in names:
+                continue
+            listener = names[m.group(1).lower()]
+            try:
+                listener_max[listener] = parse_max_connections(key, raw)
+            except ConfigError as exc:
+                log.warning("ignoring the dynamic %s", exc)
+    return ConnectionLimits(
+        max_connections=value("max.connections", config.get_int("max.connections")),
+        max_connections_per_ip=value("max.connections.per.ip", config.get_int("max.connections.per.ip")),
+        per_ip_overrides=overrides,
+        listener_max=listener_max,
+    )
 
 
 class SocketServer:
@@ -85,13 +159,16 @@ class SocketServer:
         # client that does not read from growing our memory without bound.
         self.write_buffer_high = 4 * 1024 * 1024
         self.max_response_backlog = config.get_int("sofakafka.connection.max.response.backlog.bytes")
-        self.max_connections = config.get_int("max.connections")
-        self.max_connections_per_ip = config.get_int("max.connections.per.ip")
+        self.limits = connection_limits(config)
+        self.max_connections = self.limits.max_connections
+        self.max_connections_per_ip = self.limits.max_connections_per_ip
         self._per_ip_overrides = _resolve_overrides(
-            parse_connection_overrides("max.connections.per.ip.overrides",
-                                       config.get_str("max.connections.per.ip.overrides")))
-        # Admitted connections, counted from their accept (a TLS handshake in progress included) to their close.
+            parse_connection_overrides("max.connections.per.ip.overrides", self.limits.per_ip_overrides))
+        self._dynamic_applied: dict[str, str] = {}
+        # Admitted connections, counted from their accept (a TLS handshake in progress included) to their close:
+        # per address, per listener and in all.
         self._per_ip: dict[str, int] = {}
+        self._per_listener: dict[str, int] = {}
         self._admitted = 0
         self.inter_broker_listener = config.inter_broker_listener_name
         self._protected = len(config.listeners) > 1
@@ -136,8 +213,16 @@ class SocketServer:
     def _protected_listener(self, listener_name: str) -> bool:
         return self._protected and listener_name == self.inter_broker_listener
 
-    def _slot_available(self, protected: bool) -> bool:
+    def _slot_available(self, listener_name: str, protected: bool) -> bool:
+        if self._per_listener.get(listener_name, 0) >= self.limits.listener_limit(listener_name):
+            return False
         return protected or self._admitted < self.max_connections
+
+    def _full_because(self, listener_name: str) -> str:
+        if listener_name in self.limits.listener_max and \
+                self._per_listener.get(listener_name, 0) >= self.limits.listener_max[listener_name]:
+            return f"{listener_max_connections_key(listener_name)} ({self.limits.listener_max[listener_name]})"
+        return f"max.connections ({self.max_connections})"
 
     async def _accept_loop(self, endpoint: EndPoint, sock: socket.socket) -> None:
         loop = asyncio.get_running_loop()
@@ -146,17 +231,18 @@ class SocketServer:
         listener = self.security.listeners[name]
 
         while not self.shutting_down:
-            if not self._slot_available(protected):
+            if not self._slot_available(name, protected):
                 self.waits_for_a_slot += 1
-                log.warning("listener %s stops accepting: max.connections (%d) reached; new clients wait until "
-                            "a connection closes", name, self.max_connections)
-                while not self._slot_available(protected) and not self.shutting_down:
+                log.warning("listener %s stops accepting: %s reached; new clients wait until a connection closes",
+                            name, self._full_because(name))
+                while not self._slot_available(name, protected) and not self.shutting_down:
                     self._slot_freed.clear()
                     await self._slot_freed.wait()
                 if self.shutting_down:
                     return
-                log.info("listener %s accepts again: %d connections, max.connections is %d", name,
-                         self._admitted, self.max_connections)
+                log.info("listener %s accepts again: %d connections (%d on it), max.connections is %d, its own limit "
+                         "%d", name, self._admitted, self._per_listener.get(name, 0), self.max_connections,
+                         self.limits.listener_limit(name))
             try:
                 conn_sock, address = await loop.sock_accept(sock)
             except asyncio.CancelledError:
@@ -184,7 +270,7 @@ class SocketServer:
                 continue
             if protected and self._admitted >= self.max_connections:
                 self._make_room(name)
-            self._take(host)
+            self._take(host, name)
             conn_sock.setblocking(False)
             if listener.ssl_context is not None:
                 task = loop.create_task(self._start(endpoint, listener, conn_sock, host, port))
@@ -214,11 +300,11 @@ class SocketServer:
                     factory, conn_sock, ssl=listener.ssl_context,
                     ssl_handshake_timeout=self.security.authentication_timeout_s)
         except asyncio.CancelledError:
-            self._give_back(made, host)
+            self._give_back(made, host, endpoint.listener_name)
             _close_quietly(conn_sock)
             raise
         except (OSError, TimeoutError, ConnectionError, ValueError) as exc:
-            self._give_back(made, host)
+            self._give_back(made, host, endpoint.listener_name)
             _close_quietly(conn_sock)
             text = str(exc) or type(exc).__name__
             if listener.ssl_context is None:
@@ -231,23 +317,71 @@ class SocketServer:
             log.warning("closing connection from %s:%d on %s: TLS handshake failed: %s", host, port,
                         endpoint.listener_name, text)
 
-    def _give_back(self, made: list[KafkaConnection], host: str) -> None:
+    def _give_back(self, made: list[KafkaConnection], host: str, listener_name: str) -> None:
         if made and made[0] in self.connections:
             return  # it opened: its close gives the slot back
-        self._release(host)
+        self._release(host, listener_name)
 
-    def _take(self, host: str) -> None:
+    def _take(self, host: str, listener_name: str) -> None:
         self._admitted += 1
         self._per_ip[host] = self._per_ip.get(host, 0) + 1
+        self._per_listener[listener_name] = self._per_listener.get(listener_name, 0) + 1
 
-    def _release(self, host: str) -> None:
+    def _release(self, host: str, listener_name: str) -> None:
         self._admitted -= 1
         left = self._per_ip.get(host, 0) - 1
         if left > 0:
             self._per_ip[host] = left
         else:
             self._per_ip.pop(host, None)
+        self._per_listener[listener_name] = max(0, self._per_listener.get(listener_name, 0) - 1)
         self._slot_freed.set()
+
+    # -- dynamic limits ----------------------------------------------------------------------------------------------
+    async def reconfigure(self, dynamic: Mapping[str, str]) -> None:
+        """Apply the dynamic broker configs' connection limits (``dynamic``: the cluster-wide default with this
+        broker's own on top). Raised limits wake the listeners waiting for a slot; a lowered max.connections
+        closes the least recently active connections over it on the unprotected listeners, as Kafka's
+        processors close excess connections; a lowered per-address or listener limit applies to new connections.
+        Never raises: a failure is logged and the limits in force are kept."""
+        relevant = {k: v for k, v in dynamic.items()
+                    if k in DYNAMIC_CONNECTION_KEYS or LISTENER_MAX_CONNECTIONS_RE.fullmatch(k)}
+        if relevant == self._dynamic_applied:
+            return
+        try:
+            limits = connection_limits(self.config, relevant)
+            overrides = self._per_ip_overrides
+            if limits.per_ip_overrides != self.limits.per_ip_overrides:
+                parsed = parse_connection_overrides("max.connections.per.ip.overrides", limits.per_ip_overrides)
+                overrides = await asyncio.to_thread(_resolve_overrides, parsed)
+        except (ConfigError, OSError) as exc:
+            log.warning("connection limits not changed: %s", exc)
+            return
+        self._dynamic_applied = relevant
+        if limits == self.limits:
+            return
+        log.info("connection limits now: max.connections %d, max.connections.per.ip %d, overrides %r, per "
+                 "listener %s", limits.max_connections, limits.max_connections_per_ip, limits.per_ip_overrides,
+                 limits.listener_max or "none")
+        self.limits = limits
+        self.max_connections = limits.max_connections
+        self.max_connections_per_ip = limits.max_connections_per_ip
+        self._per_ip_overrides = overrides
+        self._slot_freed.set()
+        self._close_excess()
+
+    def _close_excess(self) -> None:
+        """While more connections are open than max.connections, close the least recently active one of an
+        unprotected listener, as Kafka's processors do after max.connections is lowered (a listener's own lowered
+        limit only holds back new connections, as in Kafka)."""
+        over = self._admitted - self.max_connections
+        if over <= 0:
+            return
+        candidates = sorted((c for c in self.connections if not c.closing and not self._protected_listener(
+            c.listener_name)), key=lambda c: c.last_activity)
+        for conn in candidates[:over]:
+            conn.close_for(f"max.connections lowered to {self.max_connections} with {self._admitted} connections "
+                           "open: closing the least recently active connection", drain=False)
 
     def _make_room(self, listener_name: str) -> None:
         """A protected (inter-broker) connection arrives at max.connections: close the least recently active
@@ -281,7 +415,7 @@ class SocketServer:
         """Take the connection in (the accept loop has checked the limits and counted it already)."""
         if self.shutting_down:
             # Its handshake finished as the broker stopped: it will not be served.
-            self._release(conn.peer[0])
+            self._release(conn.peer[0], conn.listener_name)
             return False
         self.connections.add(conn)
         return True
@@ -290,7 +424,7 @@ class SocketServer:
         if conn not in self.connections:
             return
         self.connections.discard(conn)
-        self._release(conn.peer[0])
+        self._release(conn.peer[0], conn.listener_name)
 
     async def stop_accepting(self) -> None:
         self.shutting_down = True

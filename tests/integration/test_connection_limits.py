@@ -2,7 +2,9 @@
 
 At ``max.connections`` the listener stops accepting (the next client waits in the TCP backlog, unanswered)
 while the connections already open are served, and it accepts again when one closes; a connection over
-``max.connections.per.ip`` (or its override) is closed at once; ``connections.max.idle.ms`` closes idle
+``max.connections.per.ip`` (or its override) is closed at once; a listener's own
+``listener.name.<listener>.max.connections`` holds that listener only; the four limits change on a running broker
+through IncrementalAlterConfigs (a lowered ``max.connections`` closes the least recently active connections); ``connections.max.idle.ms`` closes idle
 connections, slowloris ones included (bytes that never complete a frame are not activity);
 ``socket.request.max.bytes`` refuses a larger frame at its size field; a client that does not read its responses
 is closed past ``sofakafka.connection.max.response.backlog.bytes``; a frame announced huge and sent slowly costs
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import BrokerProcess
+from tests.integration.conftest import BrokerProcess, free_port
 from tests.integration.helpers import wait_for
 
 API_VERSIONS = 18
@@ -334,3 +336,137 @@ def test_a_consumer_far_behind_costs_one_fetch_of_memory_not_its_backlog(tmp_pat
             assert grown_mb < 30, f"the broker grew by {grown_mb:.0f} MB reading a 40 MB backlog"
     finally:
         broker.kill()
+
+
+# -- a listener's own limit and dynamic limits (two listeners: INTERNAL, the protected inter-broker one, and
+# EXTERNAL) ----------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def two_listeners(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, int]]:
+    base = tmp_path_factory.mktemp("listeners")
+    external = free_port()
+    broker = BrokerProcess(base, {"max.connections": "4", "listener.name.external.max.connections": "2"})
+    broker.overrides.update({
+        "listeners": f"INTERNAL://{broker.host}:{broker.port},EXTERNAL://{broker.host}:{external}",
+        "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL",
+    })
+    broker.start()
+    yield broker, external
+    broker.kill()
+
+
+def connect_to(host: str, port: int, source: str | None = None) -> socket.socket:
+    s = socket.socket()
+    if source is not None:
+        s.bind((source, 0))
+    s.settimeout(WAIT_S)
+    s.connect((host, port))
+    return s
+
+
+def not_answered_yet(s: socket.socket, correlation_id: int) -> bool:
+    """Send a request on a connection the broker has not accepted: True if no answer comes within a short
+    bound (the connection waits in the listen backlog; the request is answered once it is accepted)."""
+    s.sendall(api_versions(correlation_id))
+    s.settimeout(1.5)
+    try:
+        return s.recv(4) == b""
+    except TimeoutError:
+        return True
+    finally:
+        s.settimeout(WAIT_S)
+
+
+def answered_late(s: socket.socket, correlation_id: int) -> bool:
+    reply = read_frame(s)
+    return reply is not None and struct.unpack(">i", reply[:4])[0] == correlation_id
+
+
+def test_a_listener_limit_at_its_edge_holds_that_listener_only(
+        two_listeners: tuple[BrokerProcess, int], sockets: list[socket.socket]) -> None:
+    broker, external = two_listeners
+    # One below the listener's 2, then equal: both accepted.
+    for _ in range(2):
+        sockets.append(connect_to(broker.host, external))
+        assert answered(sockets[-1])
+    # One above: it waits, unanswered, while the other listener accepts (4 = max.connections is not reached).
+    waiting = connect_to(broker.host, external)
+    sockets.append(waiting)
+    assert not_answered_yet(waiting, 7)
+    sockets.append(connect_to(broker.host, broker.port))
+    assert answered(sockets[-1])
+    assert answered(sockets[0], 8), "an open connection stopped being served at the listener's limit"
+    wait_for("the reason in the log", lambda: "listener EXTERNAL stops accepting: "
+             "listener.name.external.max.connections (2) reached" in broker.log_text() or None, WAIT_S)
+    sockets[0].close()  # a slot frees on that listener: the waiting client is accepted and answered
+    assert answered_late(waiting, 7)
+
+
+def test_dynamic_connection_limits_apply_to_a_running_broker(
+        two_listeners: tuple[BrokerProcess, int], sockets: list[socket.socket]) -> None:
+    """IncrementalAlterConfigs over one admin connection on the protected listener (it counts, but is never the
+    one closed): a raised listener limit lets the waiting client in; max.connections lowered under the open
+    count closes the least recently active connection; raised again, it lets the next one in; a per-address
+    override set dynamically closes a connection over it at once."""
+    from sofakafka.client.connection import BrokerConnection
+    from sofakafka.protocol.messages.incremental_alter_configs import (
+        IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse,
+    )
+
+    broker, external = two_listeners
+    resource = IncrementalAlterConfigsRequest.AlterConfigsResource
+    admin = BrokerConnection(broker.host, broker.port, client_id="limits-admin")
+    admin.connect()
+
+    def alter(name: str, configs: dict[str, str], applied: str) -> None:
+        request = IncrementalAlterConfigsRequest(resources=[resource(
+            resource_type=4, resource_name=name,
+            configs=[resource.AlterableConfig(name=k, config_operation=0, value=v) for k, v in configs.items()])])
+        before = broker.log_text().count("connection limits now:")
+        response = admin.send(request, 0)
+        assert isinstance(response, IncrementalAlterConfigsResponse)
+        assert [(r.error_code, r.error_message) for r in response.responses] == [(0, None)]
+
+        def in_force() -> bool | None:
+            text = broker.log_text()
+            last = text[text.rfind("connection limits now:"):]
+            return (text.count("connection limits now:") > before and applied in last) or None
+
+        wait_for(f"the broker to apply {configs}", in_force, WAIT_S)
+
+    try:
+        for _ in range(2):  # EXTERNAL at its static limit of 2 (the previous test's sockets are closing)
+            sockets.append(connect_to(broker.host, external))
+            assert answered(sockets[-1])
+        third = connect_to(broker.host, external)
+        sockets.append(third)
+        assert not_answered_yet(third, 30)
+        alter("0", {"listener.name.external.max.connections": "3"}, "per listener {'EXTERNAL': 3}")
+        assert answered_late(third, 30)
+        # 3 on EXTERNAL + the admin = 4 = max.connections: the next one waits.
+        fourth = connect_to(broker.host, external)
+        assert not_answered_yet(fourth, 40)
+        for i, s in enumerate(sockets):  # activity in order: sockets[0] is the least recently active
+            assert answered(s, 50 + i)
+        alter("", {"max.connections": "3"}, "connection limits now: max.connections 3,")
+        assert closed_by_broker(sockets[0])
+        assert answered(sockets[1], 61) and answered(sockets[2], 62)
+        wait_for("the reason in the log", lambda: "max.connections lowered to 3" in broker.log_text() or None, WAIT_S)
+        assert not_answered_yet(fourth, 41)  # 2 + the admin = 3: at the new limit, still waiting
+        alter("", {"max.connections": "4"}, "connection limits now: max.connections 4,")
+        assert answered_late(fourth, 40)
+        sockets.append(fourth)
+        # A per-address override set dynamically: its edge (the first accepted, the second closed at once).
+        alter("", {"max.connections": "100", "max.connections.per.ip.overrides": "127.0.0.2:1"},
+              "overrides '127.0.0.2:1'")
+        alter("0", {"listener.name.external.max.connections": "100"}, "per listener {'EXTERNAL': 100}")
+        sockets.append(connect_to(broker.host, external, "127.0.0.2"))
+        assert answered(sockets[-1])
+        over = connect_to(broker.host, external, "127.0.0.2")
+        sockets.append(over)
+        assert closed_by_broker(over)
+        wait_for("the override's rejection in the log", lambda: "maximum of 1 connections "
+                 "(max.connections.per.ip.overrides)" in broker.log_text() or None, WAIT_S)
+    finally:
+        admin.close()
