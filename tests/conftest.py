@@ -15,6 +15,7 @@ from tests.reference.fixtures import (  # noqa: F401
     scenario_jvms,
     secured_reference_kafka,
     secured_sofakafka_broker,
+    secured_zookeeper_sofakafka,
     sofakafka_broker,
 )
 

@@ -59,7 +59,10 @@ from sofakafka.broker.producer_id_manager import ProducerIdManager
 from sofakafka.broker.replica_manager import LeaderState, ReplicaManager
 from sofakafka.broker.replication import Replication
 from sofakafka.broker.server import SocketServer
+from sofakafka.broker.transaction_topic import TransactionCoordinatorRuntime
+from sofakafka.broker.txn import TransactionCoordinator
 from sofakafka.client import ClientError
+from sofakafka.client.security import ClientSecurity
 from sofakafka.controller.embedded import EmbeddedMetadataServer
 from sofakafka.controller.kafka_controller import KafkaController
 from sofakafka.controller.metadata import ClusterMetadata, MetadataCache
@@ -120,6 +123,7 @@ class Broker:
         self._producer_ids: ProducerIdManager | None = None
         self._logs_loaded = False
         self._groups: GroupCoordinatorRuntime | None = None
+        self._txns: TransactionCoordinatorRuntime | None = None
         self._periodic: list[asyncio.Task[None]] = []
         self._metadata_dirty = False
         self._metadata_task: asyncio.Task[None] | None = None
@@ -181,6 +185,17 @@ class Broker:
         return self._groups
 
     @property
+    def transaction_coordinator(self) -> TransactionCoordinator:
+        """Transactional ids and their transactions (sofakafka.broker.txn's API); loop thread only."""
+        return self.transaction_runtime.coordinator
+
+    @property
+    def transaction_runtime(self) -> TransactionCoordinatorRuntime:
+        """The coordinator's link to ``__transaction_state``, its markers (both sides) and verification."""
+        assert self._txns is not None, "broker not started"
+        return self._txns
+
+    @property
     def authorizer(self) -> AclAuthorizer | None:
         """Kafka's ACL authorizer when ``authorizer.class.name`` is set, else None (everything allowed)."""
         return self.security.authorizer
@@ -189,6 +204,11 @@ class Broker:
     def security_metadata(self) -> SecurityMetadata | None:
         """SCRAM users and ACLs in the metadata tree (None until the broker has opened its store)."""
         return self.security.metadata
+
+    @property
+    def inter_broker_security(self) -> ClientSecurity | None:
+        """This broker's login on the inter-broker listener (None for PLAINTEXT)."""
+        return self.security.inter_broker
 
     @property
     def metadata_cache(self) -> MetadataCache:
@@ -323,11 +343,13 @@ class Broker:
         await self.run_blocking(self._log_manager.startup)
         self._logs_loaded = True
         self._replica_manager = ReplicaManager(self.broker_id, self._log_manager)
+        self._replica_manager.txn_verification = config.get_bool("transaction.partition.verification.enable")
         self._replication = Replication(config, self.broker_id, self._replica_manager, self.store,
                                         self._node.cache.snapshot, self.run_blocking,
                                         security=self.security.inter_broker)
         self._replication.start()
         self._groups = GroupCoordinatorRuntime.start(self)
+        self._txns = TransactionCoordinatorRuntime.start(self, self._groups.on_txn_marker)
         self._node.cache.add_listener(self._on_metadata_changed)
         await self._apply_metadata()
         self._start_periodic_tasks()
@@ -440,6 +462,8 @@ class Broker:
         if self._groups is not None:
             # After leadership settled: the coordinator loads the offsets partitions we now lead.
             self._groups.on_metadata_applied(snap)
+        if self._txns is not None:
+            self._txns.on_metadata_applied(snap)
 
     # -- StopReplica --------------------------------------------------------------------------------------------------
     # StopReplicaSender: the controller (on its thread) asks for the replicas of a topic being deleted. Ours go the
@@ -634,6 +658,8 @@ class Broker:
             self._replica_manager.begin_shutdown()
         if self._groups is not None:
             await self._groups.shutdown()
+        if self._txns is not None:
+            await self._txns.shutdown()
         if not await self.server.drain(SHUTDOWN_DRAIN_SECONDS):
             log.warning("closing connections with requests still in flight after %.0f s", SHUTDOWN_DRAIN_SECONDS)
         await self.server.close_connections()

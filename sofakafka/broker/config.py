@@ -340,11 +340,14 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("transaction.max.timeout.ms", _T.INT, 900000, "Largest transaction timeout a producer may ask for.", at_least(1)),
     ConfigKey("transaction.abort.timed.out.transaction.cleanup.interval.ms", _T.INT, 10000, "How often timed-out transactions are aborted.", at_least(1)),
     ConfigKey("transaction.remove.expired.transaction.cleanup.interval.ms", _T.INT, 3600000, "How often expired transactional ids are removed.", at_least(1)),
+    # Kafka 3.6's name (KIP-890); 2.6 has no such check. Off gives 2.6's behaviour exactly.
+    ConfigKey("transaction.partition.verification.enable", _T.BOOLEAN, True, "Refuse a transactional produce to a partition the transaction coordinator has not added to the producer's ongoing transaction (KIP-890 style)."),
     # --- sofakafka's own
     ConfigKey("sofakafka.test.clock.offset.ms", _T.LONG, 0, "Tests only: milliseconds added to this broker's wall clock (record and append timestamps, retention, rolls by time); the chaos suite skews a broker's clock with it. Leave it at 0.", None),
     ConfigKey("sofakafka.connection.max.response.backlog.bytes", _T.LONG, 134217728, "Responses a connection may have waiting to be sent (the client not reading them) before it is closed, with the reason logged.", at_least(1)),
     ConfigKey("sofakafka.max.partitions.per.topic", _T.INT, 200000, "Most partitions a topic may be created with or grown to (CreateTopics, CreatePartitions answer INVALID_PARTITIONS above it); Kafka has no bound, and 2^31 - 1 asked for exhausts memory.", at_least(1), _CW),
     ConfigKey("log.max.open.segment.files", _T.INT, 1000, "Segment files (.log, .txnindex) kept open at once; the least recently used idle ones are closed and reopened on use, so descriptors stay bounded whatever the partitions and segments (indexes are memory-mapped and hold none, as in Kafka). Not a Kafka key.", at_least(1)),
+    ConfigKey("sofakafka.transaction.add.partitions.wait.ms", _T.INT, 100, "How long AddPartitionsToTxn waits for the producer's previous transaction to complete (its markers written) before answering CONCURRENT_TRANSACTIONS; 0 answers at once, as Kafka 2.6 does.", at_least(0)),
     ConfigKey("sofakafka.metadata.snapshot.interval.ops", _T.INT, 1000, "Embedded metadata store: journal records between compacted snapshots.", at_least(1)),
 ]
 

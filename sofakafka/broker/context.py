@@ -7,7 +7,7 @@ can hand them any object that has the names they use.
 
 * :class:`CoordinatorContext`: what a coordinator whose state lives in an internal topic (the group
   coordinator's ``__consumer_offsets``, sofakafka/broker/offsets_topic.py; the transaction coordinator's
-  ``__transaction_state`` next) needs to create, append to and load that topic.
+  ``__transaction_state``, sofakafka/broker/transaction_topic.py) needs to create, append to and load that topic.
 * :class:`BrokerContext`: what a request handler sees as ``ctx.broker`` (sofakafka/broker/handlers/): the
   coordinator context plus the data path, the metadata and the controller, the coordinators and this broker's
   own listeners.
@@ -27,7 +27,10 @@ from sofakafka.broker.config import KafkaConfig
 from sofakafka.broker.fetch_session import FetchSessionCache
 from sofakafka.broker.group import GroupCoordinator
 from sofakafka.broker.producer_id_manager import ProducerIdManager
-from sofakafka.broker.replica_manager import ReplicaManager
+from sofakafka.broker.replica_manager import MarkerEntry, ReplicaManager
+from sofakafka.broker.replica_manager import TopicPartition as TxnPartition
+from sofakafka.broker.txn import TransactionCoordinator
+from sofakafka.client.security import ClientSecurity
 from sofakafka.controller.kafka_controller import KafkaController
 from sofakafka.controller.metadata import ClusterMetadata, MetadataCache
 from sofakafka.controller.store import MetadataStore
@@ -67,6 +70,12 @@ class CoordinatorContext(Protocol):
         """The current metadata snapshot (never blocks)."""
         ...
 
+    @property
+    def inter_broker_security(self) -> ClientSecurity | None:
+        """How this broker logs in to the others over the inter-broker listener (TLS, SASL); None for PLAINTEXT.
+        What a coordinator sends to other brokers (transaction markers, partition verification) goes through it."""
+        ...
+
     async def run_blocking(self, fn: Callable[[], T]) -> T:
         """Blocking work that is neither an append nor a read (store writes, admin calls), off the loop."""
         ...
@@ -78,6 +87,21 @@ class InternalTopicRuntime(Protocol):
     async def create_topic(self, requested_by: str | None) -> ErrorCode:
         """Create the topic on first use (Kafka's createInternalTopic); the error the asking client gets
         meanwhile."""
+        ...
+
+
+class TransactionRuntime(InternalTopicRuntime, Protocol):
+    """The transaction coordinator's runtime (transaction_topic.py), as the handlers use it."""
+
+    async def write_markers(self, markers: Sequence[MarkerEntry]) -> list[ErrorCode]:
+        """WriteTxnMarkers' partition side: the markers appended as leader (acks=all), one error per entry; a
+        marker in ``__consumer_offsets`` settles the transactional offsets it decides."""
+        ...
+
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions: Sequence[TxnPartition]) -> dict[TxnPartition, ErrorCode]:
+        """Partition verification: asks the id's coordinator (here or over the inter-broker listener) whether
+        the partitions are in the producer's ongoing transaction; NONE per partition that is."""
         ...
 
 
@@ -125,6 +149,16 @@ class BrokerContext(CoordinatorContext, Protocol):
     @property
     def group_runtime(self) -> InternalTopicRuntime:
         """``__consumer_offsets``: created on first use."""
+        ...
+
+    @property
+    def transaction_coordinator(self) -> TransactionCoordinator:
+        """Transactional ids and their transactions (sofakafka.broker.txn's API); loop thread only."""
+        ...
+
+    @property
+    def transaction_runtime(self) -> TransactionRuntime:
+        """``__transaction_state`` (created on first use), the markers' partition side and verification."""
         ...
 
     @property

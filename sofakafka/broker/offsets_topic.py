@@ -33,10 +33,15 @@ from collections.abc import Callable, Sequence
 from sofakafka.broker.context import CoordinatorContext
 from sofakafka.broker.group import GroupConfig, GroupCoordinator, OffsetsRecord, SystemClock
 from sofakafka.broker.group.asyncio_bridge import LoopScheduler
+from sofakafka.broker.internal_topic import (
+    CoordinatorPartitions,
+    InternalTopicAppender,
+    create_internal_topic,
+)
 from sofakafka.broker.replica_manager import ReplicaManager
 from sofakafka.controller.metadata import ClusterMetadata
 from sofakafka.controller.topics import NewTopic
-from sofakafka.protocol.errors import ErrorCode, KafkaError
+from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.records import (
     MAGIC_V2,
     ControlRecordType,
@@ -46,28 +51,35 @@ from sofakafka.protocol.records import (
     iter_batches,
 )
 from sofakafka.storage.log import FetchIsolation, Log
+from sofakafka.storage.producer_state import AppendOrigin
 from sofakafka.storage.segment import wall_clock_ms
 
 log = logging.getLogger(__name__)
 
 GROUP_METADATA_TOPIC = "__consumer_offsets"
-# Produce v8 accepts every codec (zstd needs v7+) and is what a 2.6 broker's own appends correspond to.
-_INTERNAL_PRODUCE_VERSION = 8
 
-_LOAD_RETRY_MS = 5000
 
 LoadedRecords = list[tuple[bytes | None, bytes | None]]
 
 
 def read_offsets_log(lg: Log, buffer_size: int) -> LoadedRecords:
+    """The committed key/value pairs of ``lg`` (see :func:`read_offsets_log_and_pending`)."""
+    return read_offsets_log_and_pending(lg, buffer_size)[0]
+
+
+def read_offsets_log_and_pending(lg: Log, buffer_size: int
+                                 ) -> tuple[LoadedRecords, dict[int, LoadedRecords], int]:
     """Key/value pairs of ``lg`` from its log start to its log end, in the order they take effect.
 
     To the log end, not the high watermark, as Kafka's doLoadGroupsAndOffsets reads: a newly elected leader's
     high watermark may lag until its followers fetch again, while every acknowledged commit is in its log.
 
     Transactional offset commits take effect at their COMMIT marker and vanish at an ABORT, as in Kafka's
-    GroupMetadataManager.doLoadGroupsAndOffsets; control records themselves carry no group state. Runs on a
-    read thread; Log.read works on a snapshot of the segment list, so concurrent appends are harmless.
+    GroupMetadataManager.doLoadGroupsAndOffsets; control records themselves carry no group state. Transactional
+    records with no marker after them yet come back apart, per producer id: they are still pending (their marker
+    may come after a coordinator move). The third value is the offset the read reached: a marker appended at or
+    after it is not in what was read. Runs on a read thread; Log.read works on a snapshot of the segment list,
+    so concurrent appends are harmless.
     """
     out: LoadedRecords = []
     pending: dict[int, LoadedRecords] = {}
@@ -98,78 +110,65 @@ def read_offsets_log(lg: Log, buffer_size: int) -> LoadedRecords:
                 out.extend(pairs)
         if not progressed:
             break
-    return out
+    return out, pending, offset
 
 
 class OffsetsTopicWriter:
-    """The coordinator's RecordWriter: one internal acks=-1 append per call, answered on the loop."""
+    """The coordinator's RecordWriter: one internal append per call (``offsets.commit.required.acks``), answered
+    on the loop."""
 
     def __init__(self, replica_manager: Callable[[], ReplicaManager], *, compression_codec: int,
                  timeout_ms: int, required_acks: int = -1) -> None:
-        self._replica_manager = replica_manager
+        self._appender = InternalTopicAppender(replica_manager, GROUP_METADATA_TOPIC)
         self._compression = compression_codec
         self._timeout_ms = timeout_ms
         self._required_acks = required_acks
-        # Tasks are kept referenced until they finish: the loop holds only weak references to them.
-        self._in_flight: set[asyncio.Task[None]] = set()
-        self.closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._appender.closed
 
     def append(self, partition: int, records: Sequence[OffsetsRecord], done: Callable[[ErrorCode], None]) -> None:
-        if self.closed:
-            done(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            return
+        self._write(partition, records, done, RecordBatchBuilder(compression=self._compression))
+
+    def append_transactional(self, partition: int, records: Sequence[OffsetsRecord], producer_id: int,
+                             producer_epoch: int, done: Callable[[ErrorCode], None]) -> None:
+        """TxnOffsetCommit's batch: the producer's id and epoch, transactional, sequence 0 (as Kafka writes it;
+        a coordinator append checks the epoch, not sequences)."""
+        self._write(partition, records, done, RecordBatchBuilder(
+            compression=self._compression, producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=0,
+            is_transactional=True), origin=AppendOrigin.COORDINATOR)
+
+    def _write(self, partition: int, records: Sequence[OffsetsRecord], done: Callable[[ErrorCode], None],
+               builder: RecordBatchBuilder, origin: AppendOrigin = AppendOrigin.CLIENT) -> None:
         if not records:
-            done(ErrorCode.NONE)
+            done(ErrorCode.NOT_LEADER_OR_FOLLOWER if self.closed else ErrorCode.NONE)
             return
         now = wall_clock_ms()
-        builder = RecordBatchBuilder(compression=self._compression)
         for i, record in enumerate(records):
             builder.append_record(i, now, record.key, record.value)
-        batch = builder.build()
-        # Tasks start in creation order and each submits its append to the single append thread on its first
-        # step, so the coordinator's appends reach the log in the order it issued them.
-        task = asyncio.get_running_loop().create_task(self._append(partition, batch, done))
-        self._in_flight.add(task)
-        task.add_done_callback(self._in_flight.discard)
-
-    async def _append(self, partition: int, batch: bytes, done: Callable[[ErrorCode], None]) -> None:
-        tp = (GROUP_METADATA_TOPIC, partition)
-        try:
-            results = await self._replica_manager().append_records(
-                acks=self._required_acks, timeout_ms=self._timeout_ms, entries=[(tp, batch)],
-                produce_version=_INTERNAL_PRODUCE_VERSION)
-            result = results[tp]
-            code = ErrorCode(result.error_code)
-            if code is not ErrorCode.NONE:
-                log.warning("appending to %s-%d failed: %s %s", tp[0], partition, code.name,
-                            result.error_message or "")
-        except asyncio.CancelledError:
-            done(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            raise
-        except Exception:
-            log.exception("appending to %s-%d failed", tp[0], partition)
-            code = ErrorCode.UNKNOWN_SERVER_ERROR
-        done(code)
+        self._appender.append(partition, builder.build(), done, acks=self._required_acks,
+                              timeout_ms=self._timeout_ms, origin=origin)
 
     async def close(self) -> None:
         """Let appends already issued finish (their members are waiting for the answer), refuse new ones."""
-        self.closed = True
-        if self._in_flight:
-            await asyncio.gather(*self._in_flight, return_exceptions=True)
+        await self._appender.close()
 
 
-class GroupCoordinatorRuntime:
-    """The coordinator, its writer, and the bookkeeping of which offsets partitions are loaded."""
+class GroupCoordinatorRuntime(CoordinatorPartitions[tuple[LoadedRecords, dict[int, LoadedRecords], int]]):
+    """The coordinator, its writer, and which offsets partitions are loaded (internal_topic.py's
+    CoordinatorPartitions)."""
+
+    topic = GROUP_METADATA_TOPIC
+    what = "groups"
 
     def __init__(self, broker: CoordinatorContext, coordinator: GroupCoordinator, writer: OffsetsTopicWriter) -> None:
-        self._broker = broker
+        super().__init__(broker)
         self.coordinator = coordinator
         self._writer = writer
-        self._loads: dict[int, asyncio.Task[None]] = {}
-        # The leader epoch each offsets partition was (or is being) loaded under.
-        self._epochs: dict[int, int] = {}
         self._known_topics: set[str] | None = None
-        self._stopped = False
+        # Transaction markers appended to a partition while it loads: (producer id, commit, marker offset).
+        self._markers_while_loading: dict[int, list[tuple[int, bool, int]]] = {}
 
     @classmethod
     def start(cls, broker: CoordinatorContext) -> GroupCoordinatorRuntime:
@@ -206,113 +205,78 @@ class GroupCoordinatorRuntime:
         """Load what we now lead, unload what we no longer lead, forget the offsets of deleted topics."""
         if self._stopped:
             return
-        rm = self._broker.replica_manager
-        epochs = {p.partition: p.leader_epoch for p in rm.partitions if p.topic == GROUP_METADATA_TOPIC}
-        led = set(epochs)
-        coordinator = self.coordinator
-        for partition in sorted(led):
-            if partition >= coordinator.partition_count:
-                continue  # a partition added to the topic later: Kafka never maps a group there either
-            loaded_epoch = self._epochs.get(partition)
-            if loaded_epoch is not None and loaded_epoch != epochs[partition]:
-                # Led again under a new epoch: whatever happened meanwhile is in the log, not in our memory.
-                log.info("new leader epoch %d of %s-%d: reloading its groups", epochs[partition],
-                         GROUP_METADATA_TOPIC, partition)
-                stale = self._loads.pop(partition, None)
-                if stale is not None:
-                    stale.cancel()
-                coordinator.unload_partition(partition)
-            self._epochs[partition] = epochs[partition]
-            if partition not in self._loads and not coordinator.owns(partition):
-                coordinator.begin_loading(partition)
-                task = asyncio.get_running_loop().create_task(self._load(partition),
-                                                              name=f"load {GROUP_METADATA_TOPIC}-{partition}")
-                self._loads[partition] = task
-        for partition in range(coordinator.partition_count):
-            if partition in led:
-                continue
-            self._epochs.pop(partition, None)
-            loading = self._loads.pop(partition, None)
-            if loading is not None:
-                loading.cancel()
-            if loading is not None or coordinator.owns(partition):
-                log.info("no longer the coordinator of %s-%d: unloading its groups", GROUP_METADATA_TOPIC, partition)
-                coordinator.unload_partition(partition)
+        self.follow_leadership()
         topics = set(snapshot.topics)
         if self._known_topics is not None:
             deleted = sorted(t for t in self._known_topics - topics if t != GROUP_METADATA_TOPIC)
             if deleted:
-                coordinator.on_topics_deleted(deleted)
+                self.coordinator.on_topics_deleted(deleted)
         self._known_topics = topics
 
-    async def _load(self, partition: int) -> None:
-        rm = self._broker.replica_manager
-        try:
-            part = rm.get_partition((GROUP_METADATA_TOPIC, partition))
-            if part is None:
-                return
-            buffer_size = self._broker.config.get_int("offsets.load.buffer.size")
-            records = await rm.run_read(lambda: read_offsets_log(part.log, buffer_size))
-            if self._loads.get(partition) is not asyncio.current_task() or self._stopped:
-                return  # unloaded while reading
-            self.coordinator.load_partition(partition, records)
-            if records:
-                log.info("loaded %d records of %s-%d", len(records), GROUP_METADATA_TOPIC, partition)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            # The partition stays in loading (its groups answer COORDINATOR_LOAD_IN_PROGRESS) rather than
-            # serving a state that misses what the log holds; it is tried again a little later.
-            log.exception("loading %s-%d failed; retrying in %d ms", GROUP_METADATA_TOPIC, partition,
-                          _LOAD_RETRY_MS)
-            asyncio.get_running_loop().call_later(_LOAD_RETRY_MS / 1000, self._retry_loads)
-        finally:
-            if self._loads.get(partition) is asyncio.current_task():
-                del self._loads[partition]
+    def _partition_count(self) -> int:
+        return self.coordinator.partition_count
 
-    def _retry_loads(self) -> None:
-        if not self._stopped:
-            self.on_metadata_applied(self._broker.metadata())
+    def _owns(self, partition: int) -> bool:
+        return self.coordinator.owns(partition)
+
+    def _begin_loading(self, partition: int, epoch: int, reloading: bool) -> None:
+        if reloading:
+            # Led again under a new epoch: whatever happened meanwhile is in the log, not in our memory.
+            self.coordinator.unload_partition(partition)
+        self.coordinator.begin_loading(partition)
+
+    def _unload(self, partition: int) -> None:
+        self.coordinator.unload_partition(partition)
+
+    def _left(self, partition: int) -> None:
+        self._markers_while_loading.pop(partition, None)
+
+    def _buffer_size(self) -> int:
+        return self._ctx.config.get_int("offsets.load.buffer.size")
+
+    def _read(self, lg: Log) -> tuple[LoadedRecords, dict[int, LoadedRecords], int]:
+        return read_offsets_log_and_pending(lg, self._buffer_size())
+
+    def _apply(self, partition: int, epoch: int, loaded: tuple[LoadedRecords, dict[int, LoadedRecords], int]) -> None:
+        records, pending, read_to = loaded
+        self.coordinator.load_partition(partition, records, pending)
+        # Markers written while the partition was being read, past what the read saw, settle now.
+        for producer_id, commit, offset in self._markers_while_loading.pop(partition, []):
+            if offset >= read_to:
+                self.coordinator.complete_txn_offsets(producer_id, partition, commit)
+        if records:
+            log.info("loaded %d records of %s-%d", len(records), GROUP_METADATA_TOPIC, partition)
+
+    def on_txn_marker(self, producer_id: int, partition: int, commit: bool, offset: int) -> None:
+        """A COMMIT/ABORT marker is in ``__consumer_offsets``/``partition`` at ``offset``: settle the producer's
+        pending offsets there now, or once the partition's load has run if it is loading (the read may or may not
+        have reached the marker; the offset says which)."""
+        if partition in self._loads:
+            self._markers_while_loading.setdefault(partition, []).append((producer_id, commit, offset))
+        else:
+            self.coordinator.complete_txn_offsets(producer_id, partition, commit)
 
     # -- creation on first use -----------------------------------------------------------------------------------------
     async def create_topic(self, requested_by: str | None) -> ErrorCode:
         """Create ``__consumer_offsets`` as Kafka's createInternalTopic does; the answer for the asking client."""
-        broker = self._broker
-        config = broker.config
-        replication_factor = config.get_int("offsets.topic.replication.factor")
-        alive = len(broker.metadata().alive_broker_ids())
-        if alive < replication_factor:
-            log.error("Number of alive brokers '%d' does not meet the required replication factor '%d' for the "
-                      "offsets topic (configured via 'offsets.topic.replication.factor'). This error can be "
-                      "ignored if the cluster is starting up and not all brokers are up yet.",
-                      alive, replication_factor)
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        config = self._ctx.config
         new = NewTopic(
             GROUP_METADATA_TOPIC,
             num_partitions=config.get_int("offsets.topic.num.partitions"),
-            replication_factor=replication_factor,
+            replication_factor=config.get_int("offsets.topic.replication.factor"),
             configs={
                 "cleanup.policy": "compact",
                 "compression.type": "producer",
                 "segment.bytes": str(config.get_int("offsets.topic.segment.bytes")),
             },
         )
-        admin = broker.topic_admin
-        try:
-            created = await broker.run_blocking(lambda: admin.create_topic(new))
-            log.info("created %s with %d partitions, replication factor %d (first requested by %s)",
-                     GROUP_METADATA_TOPIC, created.num_partitions, created.replication_factor, requested_by)
-        except KafkaError as exc:
-            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                log.warning("creating %s failed: %s", GROUP_METADATA_TOPIC, exc)
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return await create_internal_topic(self._ctx, new, description="offsets topic",
+                                           replication_factor_key="offsets.topic.replication.factor",
+                                           requested_by=requested_by)
 
     # -- shutdown -------------------------------------------------------------------------------------------------------
     async def shutdown(self) -> None:
         """Answer every waiting member NOT_COORDINATOR, stop the timers, let issued appends finish."""
-        self._stopped = True
-        for task in self._loads.values():
-            task.cancel()
-        self._loads.clear()
+        self._stop_loading()
         self.coordinator.shutdown()
         await self._writer.close()

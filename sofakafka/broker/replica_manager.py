@@ -29,8 +29,9 @@ for fetchers older than v4).
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
@@ -47,6 +48,7 @@ from sofakafka.protocol.records import (
     InvalidProduceError,
     ProduceValidation,
     RecordBatchBuilder,
+    build_end_txn_marker,
     convert_to_v2,
     decode_records,
     down_convert,
@@ -55,12 +57,17 @@ from sofakafka.protocol.records import (
 from sofakafka.storage.config import LONG_MAX
 from sofakafka.storage.log import FetchIsolation, Log
 from sofakafka.storage.log_manager import LogManager
+from sofakafka.storage.producer_state import AppendOrigin
 from sofakafka.storage.segment import LogOffsetMetadata, wall_clock_ms
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 TopicPartition = tuple[str, int]
+MarkerEntry = tuple[TopicPartition, int, int, int, bool]
+# Produce v8 accepts every codec (zstd needs v7+) and is what a 2.6 broker's own appends correspond to.
+_INTERNAL_PRODUCE_VERSION = 8
+"""A transaction marker to write: (partition, producer id, producer epoch, coordinator epoch, commit)."""
 
 _CODEC_IDS: dict[str, int | None] = {
     "producer": None,
@@ -136,6 +143,10 @@ class Partition:
         self.zk_version = -1
         self.controller_epoch = -1
         self.isr_update_in_flight = False
+        # KIP-890-style verification guards: producer id -> the token a produce took before asking the transaction
+        # coordinator whether this partition is in its transaction. A marker for the producer removes it, so a
+        # batch verified before its transaction ended (and appended after the marker) is refused, not left hanging.
+        self.txn_verifications: dict[int, object] = {}
 
     @property
     def tp(self) -> TopicPartition:
@@ -324,6 +335,8 @@ class ReplicaManager:
         self.fetch_purgatory: DelayedOperationPurgatory[TopicPartition] = DelayedOperationPurgatory("Fetch")
         self._append_listeners: list[Callable[[TopicPartition], None]] = []
         self._shutting_down = False
+        # transaction.partition.verification.enable: the broker sets it from its config.
+        self.txn_verification = False
 
     # -- partitions ---------------------------------------------------------------------------------------------
     def get_partition(self, tp: TopicPartition) -> Partition | None:
@@ -497,28 +510,77 @@ class ReplicaManager:
         timeout_ms: int,
         entries: Sequence[tuple[TopicPartition, Buffer | None]],
         produce_version: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        verified: Mapping[TopicPartition, object] | None = None,
     ) -> dict[TopicPartition, ProducePartitionResult]:
+        """Append each partition's record data as its leader; acks=-1 waits until the high watermark passes it.
+
+        ``origin`` COORDINATOR is the group coordinator's transactional offset commits (epochs checked, no
+        sequences). ``verified`` holds, per partition, the verification token a transactional produce took
+        (:meth:`txn_verification_token`) when the transaction coordinator confirmed the partition is in the
+        producer's transaction; with ``txn_verification`` on, a client batch that would open a transaction on a
+        partition without a still-valid token is refused with INVALID_TXN_STATE."""
         if acks not in (-1, 0, 1):
             return {tp: ProducePartitionResult(ErrorCode.INVALID_REQUIRED_ACKS,
                                                error_message=f"acks must be -1, 0 or 1, not {acks}")
                     for tp, _ in entries}
-        results = await self.run_append(lambda: self._append_all(entries, produce_version, acks))
+        tokens = verified or {}
+        results = await self.run_append(lambda: self._append_all(entries, produce_version, acks, origin, tokens))
+        replicated = self._replicated(results, acks, timeout_ms)
+        if replicated is not None:
+            await replicated
+        return results
+
+    def append_records_then(self, *, acks: int, timeout_ms: int, entries: Sequence[tuple[TopicPartition, Buffer]],
+                            origin: AppendOrigin, done: Callable[[dict[TopicPartition, ProducePartitionResult]], None]
+                            ) -> None:
+        """:meth:`append_records` (produce v8) for the coordinators' own appends, which continue in a callback:
+        queued on the append thread at once, in call order (no task between the call and the queue), ``done``
+        called on the loop with the results once replicated as ``acks`` asks. A failure of the append work itself
+        is UNKNOWN_SERVER_ERROR for every entry."""
+        def appended(future: asyncio.Future[dict[TopicPartition, ProducePartitionResult]]) -> None:
+            if future.cancelled() or future.exception() is not None:
+                if not future.cancelled():
+                    log.error("internal append failed", exc_info=future.exception())
+                done({tp: ProducePartitionResult(ErrorCode.UNKNOWN_SERVER_ERROR) for tp, _ in entries})
+                return
+            results = future.result()
+            self._then_replicated(results, acks, timeout_ms, lambda: done(results))
+
+        self._append_executor.submit(
+            lambda: self._append_all(entries, _INTERNAL_PRODUCE_VERSION, acks, origin)).add_done_callback(appended)
+
+    def _replicated(self, results: dict[TopicPartition, ProducePartitionResult], acks: int,
+                    timeout_ms: int) -> asyncio.Future[bool] | None:
+        """Wake what waits on the appended partitions; with acks=-1 the wait for the high watermark to pass them,
+        or None when there is nothing to wait for (already replicated, other acks, nothing appended)."""
         appended = [tp for tp, r in results.items() if r.error_code == ErrorCode.NONE]
         self.partitions_changed(appended)
         if acks == -1 and appended and not self._shutting_down:
             required = {tp: results[tp].last_offset + 1 for tp in appended}
             op = DelayedProduce(timeout_ms, required, results, self)
             if not self.produce_purgatory.try_complete_else_watch(op, appended):
-                await op.completion
-        return results
+                return op.completion
+        return None
+
+    def _then_replicated(self, results: dict[TopicPartition, ProducePartitionResult], acks: int, timeout_ms: int,
+                         then: Callable[[], None]) -> None:
+        replicated = self._replicated(results, acks, timeout_ms)
+        if replicated is None:
+            then()
+        else:
+            replicated.add_done_callback(lambda _: then())
 
     def _append_all(self, entries: Sequence[tuple[TopicPartition, Buffer | None]], produce_version: int,
-                    acks: int) -> dict[TopicPartition, ProducePartitionResult]:
+                    acks: int, origin: AppendOrigin = AppendOrigin.CLIENT,
+                    verified: Mapping[TopicPartition, object] | None = None
+                    ) -> dict[TopicPartition, ProducePartitionResult]:
         now = wall_clock_ms()
         out: dict[TopicPartition, ProducePartitionResult] = {}
         for tp, records in entries:
             try:
-                out[tp] = self._append_partition(tp, records, produce_version, now, acks)
+                out[tp] = self._append_partition(tp, records, produce_version, now, acks, origin,
+                                                 None if verified is None else verified.get(tp))
             except InvalidProduceError as exc:
                 out[tp] = ProducePartitionResult(exc.code, record_errors=exc.record_errors, error_message=exc.reason)
             except KafkaError as exc:
@@ -528,8 +590,101 @@ class ReplicaManager:
                 out[tp] = ProducePartitionResult(storage_error_code(exc), error_message=str(exc))
         return out
 
+    # -- transactions ----------------------------------------------------------------------------------------------
+    def needs_txn_verification(self, tp: TopicPartition, producer_id: int, producer_epoch: int) -> bool:
+        """Whether a transactional batch of this producer would open a transaction here (so the coordinator must
+        confirm the partition is in it first): no transaction of the producer at this epoch is open in the log.
+        Read on the loop as a hint; the append thread checks again."""
+        part = self._partitions.get(tp)
+        if part is None or not self.txn_verification:
+            return False
+        entry = part.log.producer_state.last_entry(producer_id)
+        return not (entry is not None and entry.current_txn_first_offset is not None
+                    and entry.producer_epoch == producer_epoch)
+
+    def txn_verification_token(self, tp: TopicPartition, producer_id: int) -> object | None:
+        """Take (or share) the producer's guard on the partition before asking the coordinator; None when the
+        partition is not led here."""
+        part = self._partitions.get(tp)
+        if part is None:
+            return None
+        return part.txn_verifications.setdefault(producer_id, object())
+
+    def drop_txn_verification(self, tp: TopicPartition, producer_id: int, token: object) -> None:
+        part = self._partitions.get(tp)
+        if part is not None and part.txn_verifications.get(producer_id) is token:
+            del part.txn_verifications[producer_id]
+
+    async def append_txn_markers(self, markers: Sequence[MarkerEntry],
+                                 timeout_ms: int) -> list[ProducePartitionResult]:
+        """Write COMMIT/ABORT control batches as the partitions' leader, acks=all (WriteTxnMarkers' partition side).
+
+        Each entry is (partition, producer id, producer epoch, coordinator epoch, commit); one result per entry,
+        in order (one partition may get markers of several producers). A marker of an older producer epoch is
+        INVALID_PRODUCER_EPOCH, of an older coordinator epoch TRANSACTION_COORDINATOR_FENCED (the log's producer
+        state decides). The producer's verification guard goes with the marker."""
+        answered: asyncio.Future[list[ProducePartitionResult]] = asyncio.get_running_loop().create_future()
+        self.append_txn_markers_then(markers, timeout_ms, answered.set_result)
+        return await answered
+
+    def append_txn_markers_then(self, markers: Sequence[MarkerEntry], timeout_ms: int,
+                                done: Callable[[list[ProducePartitionResult]], None]) -> None:
+        """:meth:`append_txn_markers` for a caller that continues in a callback (the coordinator's markers to the
+        partitions this broker leads): every marker in one job of the append thread, queued at once."""
+        def append_all() -> list[ProducePartitionResult]:
+            now = wall_clock_ms()
+            out: list[ProducePartitionResult] = []
+            for tp, producer_id, producer_epoch, coordinator_epoch, commit in markers:
+                try:
+                    out.append(self._append_marker(tp, producer_id, producer_epoch, coordinator_epoch, commit, now))
+                except KafkaError as exc:
+                    out.append(ProducePartitionResult(exc.code, error_message=exc.message))
+                except Exception as exc:
+                    log.exception("marker append to %s-%d failed", tp[0], tp[1])
+                    out.append(ProducePartitionResult(storage_error_code(exc), error_message=str(exc)))
+            return out
+
+        def appended(future: asyncio.Future[list[ProducePartitionResult]]) -> None:
+            if future.cancelled() or future.exception() is not None:
+                if not future.cancelled():
+                    log.error("marker append failed", exc_info=future.exception())
+                done([ProducePartitionResult(ErrorCode.UNKNOWN_SERVER_ERROR) for _ in markers])
+                return
+            results = future.result()
+            # Wait, per partition, for the last marker appended there; a partition whose wait fails fails all.
+            last: dict[TopicPartition, ProducePartitionResult] = {}
+            for (tp, *_), r in zip(markers, results, strict=True):
+                if r.error_code == ErrorCode.NONE:
+                    last[tp] = r
+            waited = dict(last)
+
+            def answer() -> None:
+                done([waited[tp] if r.error_code == ErrorCode.NONE and waited[tp].error_code != ErrorCode.NONE else r
+                      for (tp, *_), r in zip(markers, results, strict=True)])
+
+            self._then_replicated(waited, -1, timeout_ms, answer)
+
+        self._append_executor.submit(append_all).add_done_callback(appended)
+
+    def _append_marker(self, tp: TopicPartition, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                       commit: bool, now: int) -> ProducePartitionResult:
+        part = self.partition_or_error(*tp)
+        lg = part.log
+        if len(part.isr) < lg.config.min_insync_replicas:
+            raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
+                             f"{tp[0]}-{tp[1]} has {len(part.isr)} in-sync replicas, min.insync.replicas is "
+                             f"{lg.config.min_insync_replicas}")
+        part.txn_verifications.pop(producer_id, None)
+        buf = bytearray(build_end_txn_marker(producer_id=producer_id, producer_epoch=producer_epoch,
+                                             coordinator_epoch=coordinator_epoch, commit=commit, timestamp=now))
+        info = lg.append_as_leader(buf, part.leader_epoch, origin=AppendOrigin.COORDINATOR)
+        part.maybe_increment_high_watermark()
+        return ProducePartitionResult(ErrorCode.NONE, base_offset=info.first_offset, last_offset=info.last_offset,
+                                      log_start_offset=info.log_start_offset)
+
     def _append_partition(self, tp: TopicPartition, records: Buffer | None, produce_version: int, now: int,
-                          acks: int) -> ProducePartitionResult:
+                          acks: int, origin: AppendOrigin = AppendOrigin.CLIENT,
+                          verification: object | None = None) -> ProducePartitionResult:
         part = self.partition_or_error(*tp)
         if records is None:
             raise InvalidProduceError(ErrorCode.CORRUPT_MESSAGE, "produce data is null")
@@ -556,6 +711,8 @@ class ReplicaManager:
             if h.size > cfg.segment_bytes:
                 raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
                                  f"batch of {h.size} bytes exceeds segment.bytes {cfg.segment_bytes}")
+            if h.is_transactional and origin is AppendOrigin.CLIENT and self.txn_verification:
+                self._check_txn_verification(part, h.producer_id, h.producer_epoch, verification)
         view = memoryview(records)[: validation.valid_bytes]
         if validation.magic < MAGIC_V2:
             buf = bytearray(convert_to_v2(view, compression=target))
@@ -568,7 +725,7 @@ class ReplicaManager:
             # it in place instead of into a copy. Log only needs a writable buffer, which a memoryview of a
             # bytearray is.
             buf = cast(bytearray, view)
-        info = lg.append_as_leader(buf, part.leader_epoch)
+        info = lg.append_as_leader(buf, part.leader_epoch, origin=origin)
         part.maybe_increment_high_watermark()
         return ProducePartitionResult(
             ErrorCode.NONE,
@@ -577,6 +734,20 @@ class ReplicaManager:
             log_append_time=info.log_append_time,
             log_start_offset=info.log_start_offset,
         )
+
+    @staticmethod
+    def _check_txn_verification(part: Partition, producer_id: int, producer_epoch: int,
+                                verification: object | None) -> None:
+        """On the append thread: a transactional batch may join its producer's open transaction here, or open one
+        if the coordinator confirmed the partition is in it and no marker came since (the guard is intact)."""
+        entry = part.log.producer_state.last_entry(producer_id)
+        if entry is not None and entry.current_txn_first_offset is not None and entry.producer_epoch == producer_epoch:
+            return
+        if verification is not None and part.txn_verifications.get(producer_id) is verification:
+            return
+        raise KafkaError(ErrorCode.INVALID_TXN_STATE,
+                         f"Partition {part.topic}-{part.partition} was not added to the transaction of producer "
+                         f"{producer_id} (epoch {producer_epoch})")
 
     # -- fetch ---------------------------------------------------------------------------------------------------------
     async def fetch_messages(

@@ -42,10 +42,15 @@ class WorkerThreads:
 
     async def run(self, fn: Callable[[], T]) -> T:
         """``fn()`` on a worker thread; its result or exception comes back to the awaiting coroutine."""
+        return await self.submit(fn)
+
+    def submit(self, fn: Callable[[], T]) -> asyncio.Future[T]:
+        """``fn()`` queued at once (called on the loop): the loop future its result or exception resolves. For
+        callers that continue in a callback rather than a coroutine; work is queued in call order either way."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._submit((fn, future, loop))
-        return await future
+        return future
 
     def _submit(self, item: _Item) -> None:
         with self._lock:

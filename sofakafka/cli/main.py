@@ -25,6 +25,7 @@ from sofakafka.cli import (
     reassign_partitions,
     serve,
     topics,
+    transactions,
     users,
 )
 
@@ -47,6 +48,7 @@ TOOLS: tuple[Tool, ...] = (
     console_consumer,
     consumer_groups,
     reassign_partitions,
+    transactions,
     users,
     acls,
     cluster,
@@ -54,9 +56,22 @@ TOOLS: tuple[Tool, ...] = (
 VERBS: dict[str, Tool] = {tool.VERB: tool for tool in TOOLS}
 
 
+class _VerbListFormatter(argparse.HelpFormatter):
+    """argparse measures the verbs at their parent's indentation, not their own, so a verb longer than the rest
+    (``transactions``) had its summary wrapped onto the next line; this measures each where it is printed."""
+
+    def add_argument(self, action: argparse.Action) -> None:
+        super().add_argument(action)
+        if action.help is not argparse.SUPPRESS:
+            for sub in self._iter_indented_subactions(action):
+                self._action_max_length = max(self._action_max_length,
+                                              len(self._format_action_invocation(sub)) + self._current_indent)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sofakafka", description="A Kafka-compatible broker in Python, and Kafka's console tools.",
+        formatter_class=_VerbListFormatter,
         epilog="Each verb takes --help. The console tools speak the Kafka protocol to --bootstrap-server.")
     parser.add_argument("--version", action="version", version=f"sofakafka {__version__}")
     verbs = parser.add_subparsers(dest="verb", title="verbs", metavar="VERB")

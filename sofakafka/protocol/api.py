@@ -55,7 +55,8 @@ from sofakafka.protocol.headers import (
     request_header_version,
     response_header_version,
 )
-from sofakafka.protocol.messages import REQUEST_TYPES, RESPONSE_TYPES
+from sofakafka.protocol.internal import ALL_REQUEST_TYPES as REQUEST_TYPES
+from sofakafka.protocol.internal import ALL_RESPONSE_TYPES as RESPONSE_TYPES
 from sofakafka.protocol.primitives import INT32, Buffer
 from sofakafka.protocol.schema import Request, Response, VersionRange, in_range
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from sofakafka.protocol.errors import UnsupportedVersionError
-from sofakafka.protocol.messages import REQUEST_TYPES, RESPONSE_TYPES
+from sofakafka.protocol.internal import ALL_REQUEST_TYPES as REQUEST_TYPES
+from sofakafka.protocol.internal import ALL_RESPONSE_TYPES as RESPONSE_TYPES
 from sofakafka.protocol.primitives import Buffer, read_int16
 from sofakafka.protocol.schema import INT16, INT32, STRING, Struct, field, in_range
 

@@ -9,6 +9,9 @@ catch up and rejoin every ISR before the next failure.
 
 The ZooKeeper session timeout is lowered to 6 s, and ZooKeeper's tick to 0.5 s, so that a dead broker's
 ephemeral registration, the controller's only sign of its death, goes away quickly.
+
+Security: the kill -9 of a leader also runs on a cluster whose brokers replicate over SASL_SSL with ACLs on
+(``any_cluster``); ``SOFAKAFKA_FAILOVER_SECURITY=sasl_ssl`` runs every test of the module that way.
 """
 
 from __future__ import annotations
@@ -34,8 +37,12 @@ from kazoo.client import KazooClient
 
 from sofakafka.cli import cluster as cl
 from sofakafka.client import ClientError, KafkaClient, NewTopic
+from sofakafka.protocol import acl
 from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
+from sofakafka.security.client_config import client_security_from_properties
+from tests.integration.conftest import api_versions_ok
+from tests.integration.security_setup import make_pki
 
 BROKERS = 3
 PARTITIONS = 3
@@ -181,16 +188,100 @@ def kazoo_client(cluster: Cluster) -> Iterator[KazooClient]:
         client.close()
 
 
+FAILOVER_OVERRIDES = {
+    # Keeps a frozen follower (alive to ZooKeeper, so no controller drops it) from holding up acks=all for
+    # Kafka's default 30 s; a dead one leaves the ISR through the controller once its session is gone.
+    "replica.lag.time.max.ms": "6000",
+    # Tests here assert where leadership is after a failure; the 300 s automatic rebalance could move it
+    # back between two looks. test_auto_leader_rebalance_moves_leadership_back_by_itself covers it.
+    "auto.leader.rebalance.enable": "false",
+}
+# Security of the module's cluster: "plaintext" in CI; SOFAKAFKA_FAILOVER_SECURITY=sasl_ssl runs the whole
+# module with security on (the long form). test_kill_9_of_a_partition_leader runs both kinds either way.
+MODULE_SECURITY = os.environ.get("SOFAKAFKA_FAILOVER_SECURITY", "plaintext")
+SECURITY_KINDS = ("plaintext", "sasl_ssl")
+ADMIN = ("admin", "admin-secret")
+
+
+def sasl_ssl_overrides(directory: Path) -> dict[str, str]:
+    """Brokers talk to each other over SASL_SSL (the INTERNAL listener: TLS with test certificates, a PLAIN
+    login as User:admin, a super user) with Kafka's ACL authorizer on. The test's clients stay on EXTERNAL
+    (PLAINTEXT, so ``User:ANONYMOUS``) and are let in by ACLs (:func:`grant_test_clients`), not as super users:
+    every request of theirs is decided by the authorizer, and every replica fetch, StopReplica and controlled
+    shutdown travels encrypted and logged in."""
+    pki = make_pki(directory / "pki")
+    return {
+        "listener.security.protocol.map": "INTERNAL:SASL_SSL,EXTERNAL:PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.internal.plain.sasl.jaas.config":
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'username="{ADMIN[0]}" password="{ADMIN[1]}" user_{ADMIN[0]}="{ADMIN[1]}";',
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": pki.server,
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": pki.ca,
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": f"User:{ADMIN[0]}",
+    }
+
+
+def grant_test_clients(cluster: Cluster, ca: str) -> None:
+    """ACLs for the test's clients (``User:ANONYMOUS`` on EXTERNAL): everything on every topic and group, and
+    what they ask of the cluster (topic creation, elections, idempotent writes), but not CLUSTER_ACTION;
+    created by the admin over a SASL_SSL INTERNAL listener and waited for on every broker."""
+    security = client_security_from_properties({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+                                                "sasl.username": ADMIN[0], "sasl.password": ADMIN[1],
+                                                "ssl.ca.location": ca})
+    anyone = "User:ANONYMOUS"
+    bindings = [acl.AclBinding(acl.ResourcePattern(rtype, name, acl.PatternType.LITERAL),
+                               acl.AccessControlEntry(anyone, "*", op, acl.AclPermissionType.ALLOW))
+                for rtype, name, ops in (
+                    (acl.ResourceType.TOPIC, "*", [acl.AclOperation.ALL]),
+                    (acl.ResourceType.GROUP, "*", [acl.AclOperation.ALL]),
+                    (acl.ResourceType.CLUSTER, acl.CLUSTER_NAME,
+                     [acl.AclOperation.CREATE, acl.AclOperation.ALTER, acl.AclOperation.DESCRIBE,
+                      acl.AclOperation.IDEMPOTENT_WRITE]))
+                for op in ops]
+
+    def internal(b: int) -> str:
+        a = cluster.state.brokers[b]
+        return f"{a.internal_advertised}:{a.internal_port}"
+    with KafkaClient(internal(1), security=security) as admin:
+        for result in admin.create_acls(bindings):
+            result.raise_for_error()
+    for b in cluster.state.brokers:
+        with KafkaClient(internal(b), security=security) as admin:
+            wait_for(f"the test clients' ACLs on broker {b}",
+                     lambda admin=admin: len(admin.describe_acls(acl.AclBindingFilter.any())) == len(bindings))
+        # INTERNAL speaks only TLS: the inter-broker links this cluster's tests rely on are the secured ones.
+        assert not api_versions_ok(cluster.state.brokers[b].internal_advertised, cluster.state.brokers[b].internal_port)
+
+
+@contextlib.contextmanager
+def failover_cluster(directory: Path, security: str) -> Iterator[Cluster]:
+    """This module's cluster, plain or with SASL_SSL between the brokers and ACLs on."""
+    assert security in SECURITY_KINDS, security
+    overrides = dict(FAILOVER_OVERRIDES)
+    if security == "sasl_ssl":
+        overrides |= sasl_ssl_overrides(directory)
+    with running_cluster(directory, overrides) as c:
+        if security == "sasl_ssl":
+            grant_test_clients(c, overrides["ssl.truststore.location"])
+        yield c
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with running_cluster(tmp_path_factory.mktemp("failover"), {
-        # Keeps a frozen follower (alive to ZooKeeper, so no controller drops it) from holding up acks=all for
-        # Kafka's default 30 s; a dead one leaves the ISR through the controller once its session is gone.
-        "replica.lag.time.max.ms": "6000",
-        # Tests here assert where leadership is after a failure; the 300 s automatic rebalance could move it
-        # back between two looks. test_auto_leader_rebalance_moves_leadership_back_by_itself covers it.
-        "auto.leader.rebalance.enable": "false",
-    }) as c:
+    with failover_cluster(tmp_path_factory.mktemp("failover"), MODULE_SECURITY) as c:
+        yield c
+
+
+@pytest.fixture(params=SECURITY_KINDS)
+def any_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
+    """The module's cluster when it is of the asked kind, else one of that kind for this test alone."""
+    if request.param == MODULE_SECURITY:
+        yield request.getfixturevalue("cluster")
+        return
+    with failover_cluster(tmp_path / "cluster", request.param) as c:
         yield c
 
 
@@ -285,7 +376,8 @@ def fail_under_load(cluster: Cluster, topic: str, victim_of: Callable[[], int],
     assert_every_acknowledged_record_in_place(cluster, topic, dict(load.acked))
 
 
-def test_kill_9_of_a_partition_leader(cluster: Cluster) -> None:
+def test_kill_9_of_a_partition_leader(any_cluster: Cluster) -> None:
+    cluster = any_cluster
     topic = cluster.create_topic()
     fail_under_load(cluster, topic, lambda: cluster.partitions(topic)[0][0], cluster.kill,
                     lambda b: cluster.restart(b, [topic]))

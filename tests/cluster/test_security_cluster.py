@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, Producer
 
 from sofakafka.client import KafkaClient, NewTopic
 from sofakafka.client.errors import AuthenticationError
@@ -191,3 +191,51 @@ def test_a_broker_without_the_inter_broker_credentials_cannot_replicate(secure_c
         assert isinstance(response, FetchResponse)
         codes = {p.error_code for t in response.topics for p in t.partitions}
         assert codes == {ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+
+
+def test_transaction_markers_and_verification_travel_over_sasl_ssl(secure_cluster: list[BrokerProcess]) -> None:
+    """A transaction over three partitions led by three brokers: the coordinator's markers and the leaders'
+    partition verification go to the other brokers over the SASL_SSL inter-broker listener, logged in as the
+    broker (WriteTxnMarkers needs CLUSTER_ACTION), so a commit is visible to read_committed and an abort is not."""
+    with KafkaClient(secure_cluster[0].bootstrap, security=admin_security()) as admin:
+        admin.create_topics([NewTopic("ledger", 3, 1)])
+        wait_until("three partition leaders", lambda: all(
+            p.leader >= 0 for p in admin.metadata(["ledger"]).topics["ledger"].partitions.values()))
+        leaders = {p.leader for p in admin.metadata(["ledger"]).topics["ledger"].partitions.values()}
+    assert leaders == {0, 1, 2}, leaders  # so some partition is always led away from the coordinator
+    conf: dict[str, Any] = {"bootstrap.servers": ",".join(b.bootstrap for b in secure_cluster),
+                            "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                            "sasl.username": "admin", "sasl.password": "admin-secret"}
+    p = Producer({**conf, "transactional.id": "ledger-writer"})
+    p.init_transactions(WAIT_S)
+    for outcome in ("commit", "abort", "commit"):
+        p.begin_transaction()
+        for partition in range(3):
+            p.produce("ledger", f"{outcome}-{partition}".encode(), partition=partition)
+        if outcome == "commit":
+            p.commit_transaction(WAIT_S)
+        else:
+            p.flush(WAIT_S)
+            p.abort_transaction(WAIT_S)
+    c = Consumer({**conf, "group.id": "ledger-reader", "isolation.level": "read_committed",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False, "enable.partition.eof": True})
+    got: list[bytes] = []
+    at_end: set[int] = set()
+    try:
+        c.subscribe(["ledger"])
+        deadline = time.monotonic() + WAIT_S
+        while len(at_end) < 3 and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error() is not None:
+                assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+                at_end.add(m.partition())
+                continue
+            got.append(m.value())
+    finally:
+        c.close()
+    assert len(at_end) == 3, f"not every partition read to its end: {at_end}"
+    assert sorted(got) == sorted([b"commit-0", b"commit-1", b"commit-2"] * 2)
+    for b in secure_cluster:
+        assert "Traceback" not in b.log_text(), b.log_tail()

@@ -215,16 +215,25 @@ def plain(value: Any, version: int, name: str = "") -> Any:
 
 
 def _records(data: bytes) -> Any:
-    """A fetched records blob as batches and records (so a difference names the field, not a byte)."""
+    """A fetched records blob as batches and records (so a difference names the field, not a byte).
+
+    A control batch (a transaction's COMMIT/ABORT marker) is stamped with the writing broker's clock, and its
+    CRC covers that stamp: both are shown as ``<broker clock>``; its offsets, producer and records are compared.
+    The CRC of any other batch with a producer id covers that id, which each broker hands out itself: shown as
+    ``<covers the producer id>`` (the producer id itself is normalised like every other)."""
     out = []
     try:
         for h in iter_batches(data):
+            control = h.magic >= 2 and h.is_control
+            clock = (lambda value: "<broker clock>") if control else (lambda value: value)
+            crc = clock(h.crc) if control or h.producer_id < 0 else "<covers the producer id>"
             out.append({
                 "base_offset": h.base_offset, "last_offset": h.last_offset, "magic": h.magic,
-                "crc": h.crc, "compression": h.compression, "timestamp_type": h.timestamp_type,
-                "max_timestamp": h.max_timestamp, "producer_id": h.producer_id,
+                "crc": crc, "compression": h.compression, "timestamp_type": h.timestamp_type,
+                "max_timestamp": clock(h.max_timestamp), "producer_id": h.producer_id,
+                "transactional": h.magic >= 2 and h.is_transactional, "control": control,
                 "partition_leader_epoch": h.partition_leader_epoch, "count": h.record_count, "size": h.size,
-                "records": [{"offset": r.offset, "timestamp": r.timestamp, "key": r.key, "value": r.value,
+                "records": [{"offset": r.offset, "timestamp": clock(r.timestamp), "key": r.key, "value": r.value,
                              "headers": r.headers} for r in decode_records(data, h)],
             })
     except Exception as exc:  # noqa: BLE001 - a partial trailing batch is shown as what it is

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sofakafka.protocol.api import ApiKey
+from sofakafka.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
+from sofakafka.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
 from sofakafka.protocol.messages.alter_configs import AlterConfigsRequest
 from sofakafka.protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest
 from sofakafka.protocol.messages.api_versions import ApiVersionsRequest
@@ -25,6 +27,7 @@ from sofakafka.protocol.messages.describe_configs import DescribeConfigsRequest
 from sofakafka.protocol.messages.describe_groups import DescribeGroupsRequest
 from sofakafka.protocol.messages.describe_log_dirs import DescribeLogDirsRequest
 from sofakafka.protocol.messages.elect_leaders import ElectLeadersRequest
+from sofakafka.protocol.messages.end_txn import EndTxnRequest
 from sofakafka.protocol.messages.fetch import FetchRequest
 from sofakafka.protocol.messages.find_coordinator import FindCoordinatorRequest
 from sofakafka.protocol.messages.heartbeat import HeartbeatRequest
@@ -44,6 +47,7 @@ from sofakafka.protocol.messages.produce import ProduceRequest
 from sofakafka.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from sofakafka.protocol.messages.sasl_handshake import SaslHandshakeRequest
 from sofakafka.protocol.messages.sync_group import SyncGroupRequest
+from sofakafka.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
 from sofakafka.protocol.records import Record, build_batch, build_message_set
 from tests.conformance.compare import Session
 
@@ -85,6 +89,17 @@ def wait_for_coordinator(s: Session, group: str) -> None:
     s.wait(f"the coordinator of {group}", lambda: s.ask(FindCoordinatorRequest(key=group, key_type=0), 1).error_code == 0)
     s.wait(f"the coordinator of {group} to have loaded its groups",
            lambda: s.ask(OffsetFetchRequest(group_id=group, topics=None), 2).error_code == 0)
+
+
+def wait_for_txn_coordinator(s: Session, transactional_id: str) -> None:
+    """The id's transaction coordinator is ready: ``__transaction_state`` exists (the first FindCoordinator
+    creates it) and the id's partition is loaded. An EndTxn for a producer id the coordinator does not have for
+    the id changes nothing and answers INVALID_PRODUCER_ID_MAPPING only once the partition is loaded."""
+    s.wait(f"the transaction coordinator of {transactional_id}",
+           lambda: s.ask(FindCoordinatorRequest(key=transactional_id, key_type=1), 1).error_code == 0)
+    s.wait(f"the transaction coordinator of {transactional_id} to have loaded its ids",
+           lambda: s.ask(EndTxnRequest(transactional_id=transactional_id, producer_id=-1, producer_epoch=0,
+                                       committed=False), 0).error_code == INVALID_PRODUCER_ID_MAPPING)
 
 
 def v2_batch(n: int = 3, first: int = 0, base: int = 0, **settings: object) -> bytes:
@@ -300,6 +315,7 @@ def offsets(s: Session, versions: range) -> None:
 @scenario(ApiKey.FIND_COORDINATOR)
 def find_coordinator(s: Session, versions: range) -> None:
     wait_for_coordinator(s, "fc-group")
+    wait_for_txn_coordinator(s, "fc-txn")
     for v in versions:
         s.call("group", FindCoordinatorRequest(key="fc-group", key_type=0), v)
         if v >= 1:
@@ -420,13 +436,239 @@ def delete_records(s: Session, versions: range) -> None:
 
 @scenario(ApiKey.INIT_PRODUCER_ID)
 def init_producer_id(s: Session, versions: range) -> None:
+    create_topic(s, "ipi", 1)
+    def init(label: str, v: int, txn_id: str | None, timeout_ms: int = TXN_TIMEOUT_MS, producer_id: int = -1,
+             producer_epoch: int = -1) -> None:
+        s.call(label, InitProducerIdRequest(transactional_id=txn_id, transaction_timeout_ms=timeout_ms,
+                                            producer_id=producer_id, producer_epoch=producer_epoch), v)
     for v in versions:
-        s.call("idempotent", InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000,
-                                                   producer_id=-1, producer_epoch=-1), v)
-        s.call("transactional", InitProducerIdRequest(transactional_id=f"tx-{v}", transaction_timeout_ms=60000,
-                                                      producer_id=-1, producer_epoch=-1), v)
-        s.call("transaction timeout too large", InitProducerIdRequest(
-            transactional_id=f"tx-big-{v}", transaction_timeout_ms=100_000_000, producer_id=-1, producer_epoch=-1), v)
+        txn_id = f"tx-{v}"
+        wait_for_txn_coordinator(s, txn_id)
+        init("idempotent", v, None)
+        init("transactional", v, txn_id)
+        init("transactional again: the epoch is bumped", v, txn_id)
+        init("empty transactional id", v, "")
+        # transaction.max.timeout.ms is 900000 on both: the edge, one above, zero.
+        init("transaction timeout at the maximum", v, f"tx-max-{v}", timeout_ms=MAX_TXN_TIMEOUT_MS)
+        init("transaction timeout too large", v, f"tx-big-{v}", timeout_ms=MAX_TXN_TIMEOUT_MS + 1)
+        init("transaction timeout zero", v, f"tx-zero-{v}", timeout_ms=0)
+        if v >= 3:
+            pid, epoch = _init(s, txn_id)
+            init("v3: the current producer id and epoch (KIP-360)", v, txn_id, producer_id=pid, producer_epoch=epoch)
+            init("v3: an older epoch", v, txn_id, producer_id=pid, producer_epoch=epoch)
+            init("v3: another producer id", v, txn_id, producer_id=pid + 1000, producer_epoch=0)
+            init("v3: producer id without an epoch", v, txn_id, producer_id=pid, producer_epoch=-1)
+        # An open transaction is aborted first, at a new epoch, and the client is told to retry.
+        pid, epoch = _init(s, txn_id)
+        _add(s, txn_id, pid, epoch, ("ipi", 0))
+        init("with a transaction open", v, txn_id)
+        _wait_until_complete(s, txn_id, pid, epoch + 1, commit=False)
+        init("after the open transaction was aborted", v, txn_id)
+
+
+# ---- transactions ------------------------------------------------------------------------------------------
+# Both brokers run with transaction.max.timeout.ms 900000 (Kafka's default) and the ids' coordinator on the one
+# broker. Each case uses its own transactional id so no case depends on the timing of another's markers.
+
+TXN_TIMEOUT_MS = 60000
+MAX_TXN_TIMEOUT_MS = 900000
+INVALID_PRODUCER_ID_MAPPING = 49
+GROUP_FOR_OFFSETS = "txn-offsets"
+
+
+def _init(s: Session, txn_id: str, times: int = 1) -> tuple[int, int]:
+    """InitProducerId for the id ``times`` times (not recorded): its producer id and last epoch (``times`` - 1 for a
+    new id, so an older epoch than the current one exists)."""
+    wait_for_txn_coordinator(s, txn_id)
+    for _ in range(times):
+        r = s.ask(InitProducerIdRequest(transactional_id=txn_id, transaction_timeout_ms=TXN_TIMEOUT_MS,
+                                        producer_id=-1, producer_epoch=-1), 1)
+        assert r.error_code == 0, f"InitProducerId {txn_id}: {r.error_code}"
+    return r.producer_id, r.producer_epoch
+
+
+def _add_request(txn_id: str, pid: int, epoch: int, *partitions: tuple[str, int]) -> AddPartitionsToTxnRequest:
+    by_topic: dict[str, list[int]] = {}
+    for topic, p in partitions:
+        by_topic.setdefault(topic, []).append(p)
+    T = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+    return AddPartitionsToTxnRequest(transactional_id=txn_id, producer_id=pid, producer_epoch=epoch,
+                                     topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+
+def _add(s: Session, txn_id: str, pid: int, epoch: int, *partitions: tuple[str, int]) -> None:
+    r = s.ask(_add_request(txn_id, pid, epoch, *partitions), 1)
+    assert all(p.error_code == 0 for t in r.results for p in t.results), f"AddPartitionsToTxn {txn_id}: {r}"
+
+
+def _end(txn_id: str, pid: int, epoch: int, commit: bool) -> EndTxnRequest:
+    return EndTxnRequest(transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, committed=commit)
+
+
+def _wait_until_complete(s: Session, txn_id: str, pid: int, epoch: int, commit: bool) -> None:
+    """Until the transaction's markers are written (CompleteCommit/CompleteAbort): a retried EndTxn of the same
+    outcome changes nothing and answers CONCURRENT_TRANSACTIONS until then, NONE after."""
+    s.wait(f"the markers of {txn_id}", lambda: s.ask(_end(txn_id, pid, epoch, commit), 1).error_code == 0)
+
+
+def _txn_produce(s: Session, label: str | None, txn_id: str, topic: str, partition: int, records: bytes) -> None:
+    P = ProduceRequest.TopicProduceData
+    req = ProduceRequest(transactional_id=txn_id, acks=-1, timeout_ms=30000, topics=[
+        P(name=topic, partitions=[P.PartitionProduceData(partition_index=partition, records=records)])])
+    if label is None:
+        r = s.ask(req, 3)
+        assert r.responses[0].partitions[0].error_code == 0, f"transactional produce {txn_id}: {r}"
+    else:
+        s.call(label, req, 3)
+
+
+def _txn_batch(pid: int, epoch: int, n: int, first: int, sequence: int = 0) -> bytes:
+    return v2_batch(n, first, producer_id=pid, producer_epoch=epoch, base_sequence=sequence, is_transactional=True)
+
+
+def _read(s: Session, label: str, topic: str, isolation: int) -> None:
+    F = FetchRequest.FetchableTopic
+    s.call(label, FetchRequest(replica_id=-1, max_wait=0, min_bytes=0, max_bytes=1 << 20, isolation_level=isolation,
+                               topics=[F(name=topic, fetch_partitions=[F.FetchPartition(
+                                   partition_index=0, fetch_offset=0, log_start_offset=-1, max_bytes=1 << 20,
+                                   current_leader_epoch=-1)])]), 11)
+    T = ListOffsetRequest.ListOffsetTopic
+    s.call(label + ", latest offset", ListOffsetRequest(replica_id=-1, isolation_level=isolation, topics=[
+        T(name=topic, partitions=[T.ListOffsetPartition(partition_index=0, timestamp=-1)])]), 5)
+
+
+@scenario(ApiKey.ADD_PARTITIONS_TO_TXN)
+def add_partitions_to_txn(s: Session, versions: range) -> None:
+    """A transaction's life with AddPartitionsToTxn at each version, and its error paths; what read_committed
+    and read_uncommitted Fetch and ListOffsets see of it (open, aborted, committed)."""
+    for v in versions:
+        topic = f"apt-{v}"
+        create_topic(s, topic, 2)
+        txn_id = f"apt-{v}"
+        pid, epoch = _init(s, txn_id, times=2)
+        s.call("add a partition", _add_request(txn_id, pid, epoch, (topic, 0)), v)
+        s.call("add it again", _add_request(txn_id, pid, epoch, (topic, 0)), v)
+        s.call("add another", _add_request(txn_id, pid, epoch, (topic, 1)), v)
+        s.call("an unknown partition with a known one", _add_request(txn_id, pid, epoch, (topic, 1), (topic, 7)), v)
+        s.call("an unknown topic", _add_request(txn_id, pid, epoch, (f"apt-none-{v}", 0)), v)
+        s.call("an internal topic with a known partition (never authorized, whoever asks)",
+               _add_request(txn_id, pid, epoch, (topic, 0), ("__consumer_offsets", 0)), v)
+        s.call("unknown transactional id", _add_request(f"apt-unknown-{v}", pid, epoch, (topic, 0)), v)
+        s.call("another producer id", _add_request(txn_id, pid + 1000, epoch, (topic, 0)), v)
+        s.call("an older epoch", _add_request(txn_id, pid, epoch - 1, (topic, 0)), v)
+        s.call("a newer epoch", _add_request(txn_id, pid, epoch + 1, (topic, 0)), v)
+        s.call("empty transactional id", _add_request("", pid, epoch, (topic, 0)), v)
+        _txn_produce(s, "transactional produce to an added partition", txn_id, topic, 0, _txn_batch(pid, epoch, 3, 0))
+        _read(s, "read_committed, transaction open", topic, 1)
+        _read(s, "read_uncommitted, transaction open", topic, 0)
+        s.call("abort", _end(txn_id, pid, epoch, commit=False), 1)
+        _wait_until_complete(s, txn_id, pid, epoch, commit=False)
+        _add(s, txn_id, pid, epoch, (topic, 0))
+        _txn_produce(s, None, txn_id, topic, 0, _txn_batch(pid, epoch, 2, 10, sequence=3))
+        s.call("commit", _end(txn_id, pid, epoch, commit=True), 1)
+        _wait_until_complete(s, txn_id, pid, epoch, commit=True)
+        _read(s, "read_committed, one aborted and one committed", topic, 1)
+        _read(s, "read_uncommitted, one aborted and one committed", topic, 0)
+        # Beyond 2.6 (docs/compatibility.md): a transactional batch to a partition the transaction never added is
+        # refused (partition verification), and the next transaction's first AddPartitionsToTxn waits for the last
+        # one's markers instead of answering CONCURRENT_TRANSACTIONS. Last, since what follows each differs.
+        create_topic(s, f"apt-stray-{v}", 1)
+        _add(s, txn_id, pid, epoch, (topic, 1))
+        _txn_produce(s, "transactional produce to a partition not added", txn_id, f"apt-stray-{v}", 0,
+                     _txn_batch(pid, epoch, 1, 20))
+        s.ask(_end(txn_id, pid, epoch, commit=True), 1)
+        s.call("the next transaction's first AddPartitionsToTxn right after EndTxn",
+               _add_request(txn_id, pid, epoch, (topic, 1)), v)
+
+
+@scenario(ApiKey.END_TXN)
+def end_txn(s: Session, versions: range) -> None:
+    topic = "et"
+    create_topic(s, topic, 1)
+    for v in versions:
+        txn_id = f"et-{v}"
+        pid, epoch = _init(s, txn_id, times=2)
+        s.call("without AddPartitionsToTxn", _end(txn_id, pid, epoch, commit=True), v)
+        s.call("abort without AddPartitionsToTxn", _end(txn_id, pid, epoch, commit=False), v)
+        s.call("unknown transactional id", _end(f"et-unknown-{v}", pid, epoch, commit=True), v)
+        s.call("empty transactional id", _end("", pid, epoch, commit=True), v)
+        _add(s, txn_id, pid, epoch, (topic, 0))
+        s.call("another producer id", _end(txn_id, pid + 1000, epoch, commit=True), v)
+        s.call("an older epoch", _end(txn_id, pid, epoch - 1, commit=True), v)
+        s.call("a newer epoch", _end(txn_id, pid, epoch + 1, commit=True), v)
+        s.call("commit", _end(txn_id, pid, epoch, commit=True), v)
+        _wait_until_complete(s, txn_id, pid, epoch, commit=True)
+        s.call("commit again once complete", _end(txn_id, pid, epoch, commit=True), v)
+        s.call("abort once committed", _end(txn_id, pid, epoch, commit=False), v)
+        _add(s, txn_id, pid, epoch, (topic, 0))
+        s.call("abort", _end(txn_id, pid, epoch, commit=False), v)
+        _wait_until_complete(s, txn_id, pid, epoch, commit=False)
+        s.call("commit once aborted", _end(txn_id, pid, epoch, commit=True), v)
+        fenced_pid, fenced_epoch = pid, epoch
+        pid, epoch = _init(s, txn_id)
+        s.call("fenced by a newer InitProducerId", _end(txn_id, fenced_pid, fenced_epoch, commit=True), v)
+
+
+@scenario(ApiKey.ADD_OFFSETS_TO_TXN)
+def add_offsets_to_txn(s: Session, versions: range) -> None:
+    wait_for_coordinator(s, GROUP_FOR_OFFSETS)
+    for v in versions:
+        txn_id = f"aot-{v}"
+        pid, epoch = _init(s, txn_id, times=2)
+
+        def add(label: str, txn: str = txn_id, producer_id: int = pid, producer_epoch: int = epoch,
+                group: str = GROUP_FOR_OFFSETS, v: int = v) -> None:
+            s.call(label, AddOffsetsToTxnRequest(transactional_id=txn, producer_id=producer_id,
+                                                 producer_epoch=producer_epoch, group_id=group), v)
+        add("add the group")
+        add("add it again")
+        add("unknown transactional id", txn=f"aot-unknown-{v}")
+        add("another producer id", producer_id=pid + 1000)
+        add("an older epoch", producer_epoch=epoch - 1)
+        add("empty transactional id", txn="")
+        s.call("commit", _end(txn_id, pid, epoch, commit=True), 1)
+        _wait_until_complete(s, txn_id, pid, epoch, commit=True)
+
+
+@scenario(ApiKey.TXN_OFFSET_COMMIT)
+def txn_offset_commit(s: Session, versions: range) -> None:
+    topic = "toc"
+    create_topic(s, topic, 2)
+    T = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    P = T.TxnOffsetCommitRequestPartition
+    FT = OffsetFetchRequest.OffsetFetchRequestTopic
+    for v in versions:
+        group = f"toc-{v}"
+        wait_for_coordinator(s, group)
+        txn_id = f"toc-{v}"
+        pid, epoch = _init(s, txn_id)
+        s.ask(AddOffsetsToTxnRequest(transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, group_id=group), 1)
+
+        def commit(label: str, group: str = group, partitions: tuple[tuple[str, int, int], ...] = ((topic, 0, 5),),
+                   generation: int = -1, member: str = "", metadata: str | None = "m", v: int = v,
+                   txn_id: str = txn_id, pid: int = pid, epoch: int = epoch) -> None:
+            by_topic: dict[str, list[P]] = {}
+            for t, p, offset in partitions:
+                by_topic.setdefault(t, []).append(P(partition_index=p, committed_offset=offset,
+                                                    committed_metadata=metadata))
+            s.call(label, TxnOffsetCommitRequest(transactional_id=txn_id, group_id=group, producer_id=pid,
+                                                 producer_epoch=epoch, generation_id=generation, member_id=member,
+                                                 topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()]), v)
+        commit("commit", partitions=((topic, 0, 5), (topic, 1, 7)))
+        commit("an unknown partition", partitions=((topic, 0, 6), (topic, 9, 1)))
+        commit("an unknown topic", partitions=(("toc-none", 0, 1),))
+        commit("metadata too large", metadata="m" * 5000)
+        commit("empty group id", group="")
+        if v >= 3:
+            commit("an unknown member of the group", member="nobody")
+            commit("a generation the group does not have", generation=3)
+        fv = 7
+        s.call("pending offsets are not committed yet", OffsetFetchRequest(
+            group_id=group, topics=[FT(name=topic, partition_indexes=[0, 1])], require_stable=True), fv)
+        s.call("commit the transaction", _end(txn_id, pid, epoch, commit=True), 1)
+        _wait_until_complete(s, txn_id, pid, epoch, commit=True)
+        s.call("committed offsets after the COMMIT marker", OffsetFetchRequest(
+            group_id=group, topics=[FT(name=topic, partition_indexes=[0, 1])], require_stable=True), fv)
 
 
 @scenario(ApiKey.OFFSET_FOR_LEADER_EPOCH)
@@ -663,5 +905,6 @@ COVERED_BY = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: ApiKey.ALTER_PARTITION_REASSIGNMENTS,
 }
 # Inter-broker keys sofakafka answers (a stopping broker asks the controller; the controller asks brokers to
-# drop replicas); clients never send them, so the suite does not compare them.
-INTER_BROKER = {ApiKey.STOP_REPLICA, ApiKey.CONTROLLED_SHUTDOWN}
+# drop replicas; a transaction coordinator asks partition leaders to write markers); clients never send them,
+# so the suite does not compare them.
+INTER_BROKER = {ApiKey.STOP_REPLICA, ApiKey.CONTROLLED_SHUTDOWN, ApiKey.WRITE_TXN_MARKERS}

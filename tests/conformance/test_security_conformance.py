@@ -13,7 +13,7 @@ of the accepted-differences table in docs/compatibility.md or a failure.
 * CreateAcls, DescribeAcls, DeleteAcls at every version: literal and prefixed ACLs, every filter kind, invalid
   bindings and filters, and a user without rights on the cluster.
 * Every other client-facing API as alice, who may READ topic ``sec-read`` and topics prefixed ``sec-p``, WRITE
-  ``sec-write``, DESCRIBE ``sec-desc``, READ group ``sec-group`` and nothing else: Produce, Fetch, Metadata hiding
+  ``sec-write``, DESCRIBE ``sec-desc``, READ group ``sec-group``, WRITE transactional id ``sec-tx`` and nothing else: Produce, Fetch, Metadata hiding
   topics, auto-creation needing CREATE, the group APIs' GROUP_AUTHORIZATION_FAILED, the admin APIs, ... at every
   version sofakafka advertises. (A PREFIXED topic ACL must not grant the group of that name: ``sec-p1``.)
 """
@@ -31,6 +31,8 @@ from sofakafka.client import AlterConfigOp, ConfigResourceType, KafkaClient
 from sofakafka.client.errors import AuthenticationError
 from sofakafka.client.security import ClientSecurity
 from sofakafka.protocol.api import ApiKey
+from sofakafka.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
+from sofakafka.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
 from sofakafka.protocol.messages.alter_configs import AlterConfigsRequest
 from sofakafka.protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest
 from sofakafka.protocol.messages.controlled_shutdown import ControlledShutdownRequest
@@ -46,6 +48,7 @@ from sofakafka.protocol.messages.describe_configs import DescribeConfigsRequest
 from sofakafka.protocol.messages.describe_groups import DescribeGroupsRequest
 from sofakafka.protocol.messages.describe_log_dirs import DescribeLogDirsRequest
 from sofakafka.protocol.messages.elect_leaders import ElectLeadersRequest
+from sofakafka.protocol.messages.end_txn import EndTxnRequest
 from sofakafka.protocol.messages.fetch import FetchRequest
 from sofakafka.protocol.messages.find_coordinator import FindCoordinatorRequest
 from sofakafka.protocol.messages.heartbeat import HeartbeatRequest
@@ -64,6 +67,8 @@ from sofakafka.protocol.messages.sasl_authenticate import SaslAuthenticateReques
 from sofakafka.protocol.messages.sasl_handshake import SaslHandshakeRequest
 from sofakafka.protocol.messages.stop_replica import StopReplicaRequest
 from sofakafka.protocol.messages.sync_group import SyncGroupRequest
+from sofakafka.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
+from sofakafka.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
 from sofakafka.security.scram import make_credential
 from tests.conformance.compare import Exchange, Session, accepted_differences, advertised_by, compare
 from tests.conformance.scenarios import (
@@ -97,7 +102,8 @@ ALICE_ACLS = [acl_creation(T_TOPIC, "sec-read", LITERAL, ALICE_PRINCIPAL, READ),
               acl_creation(T_TOPIC, "sec-write", LITERAL, ALICE_PRINCIPAL, WRITE),
               acl_creation(T_TOPIC, "sec-desc", LITERAL, ALICE_PRINCIPAL, DESCRIBE),
               acl_creation(T_TOPIC, "sec-p", PREFIXED, ALICE_PRINCIPAL, READ),
-              acl_creation(T_GROUP, "sec-group", LITERAL, ALICE_PRINCIPAL, READ)]
+              acl_creation(T_GROUP, "sec-group", LITERAL, ALICE_PRINCIPAL, READ),
+              acl_creation(T_TXN, "sec-tx", LITERAL, ALICE_PRINCIPAL, WRITE)]
 TOPICS = ("sec-read", "sec-write", "sec-desc", "sec-secret", "sec-p1")
 
 
@@ -336,6 +342,7 @@ def acl_apis(run: Run, versions: dict[int, range]) -> None:
         describe("by principal and operation", principal_filter="User:bob", operation=WRITE)
         describe("by host and permission", host_filter="10.0.0.1", permission_type=DENY)
         describe("groups", resource_type_filter=T_GROUP)
+        describe("transactional ids", resource_type_filter=T_TXN)
         describe("nothing matches", principal_filter="User:nobody")
         describe("UNKNOWN resource type", resource_type_filter=0)
         describe("UNKNOWN operation", operation=0)
@@ -570,6 +577,61 @@ def init_producer_id_as_alice(s: Session, versions: range) -> None:
             transactional_id=None, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1), v)
         s.call("transactional, without WRITE on the id", InitProducerIdRequest(
             transactional_id="tx", transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1), v)
+
+
+@limited(ApiKey.ADD_PARTITIONS_TO_TXN)
+def add_partitions_to_txn_as_alice(s: Session, versions: range) -> None:
+    """Refused before the coordinator is asked: the transactional id, then each topic (an internal one always)."""
+    T = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+    for v in versions:
+        s.call("without WRITE on the transactional id", AddPartitionsToTxnRequest(
+            transactional_id="tx", producer_id=1, producer_epoch=0, topics=[T(name="sec-write", partitions=[0])]), v)
+        s.call("WRITE, READ only, no rights, unknown, internal", AddPartitionsToTxnRequest(
+            transactional_id="sec-tx", producer_id=1, producer_epoch=0, topics=[
+                T(name=n, partitions=[0]) for n in ("sec-write", "sec-read", "sec-secret", "nope-missing",
+                                                    "__consumer_offsets")]), v)
+
+
+@limited(ApiKey.ADD_OFFSETS_TO_TXN)
+def add_offsets_to_txn_as_alice(s: Session, versions: range) -> None:
+    for v in versions:
+        s.call("without WRITE on the transactional id", AddOffsetsToTxnRequest(
+            transactional_id="tx", producer_id=1, producer_epoch=0, group_id="sec-group"), v)
+        s.call("without READ on the group", AddOffsetsToTxnRequest(
+            transactional_id="sec-tx", producer_id=1, producer_epoch=0, group_id="other"), v)
+
+
+@limited(ApiKey.END_TXN)
+def end_txn_as_alice(s: Session, versions: range) -> None:
+    for v in versions:
+        for committed in (True, False):
+            s.call("without WRITE on the transactional id", EndTxnRequest(
+                transactional_id="tx", producer_id=1, producer_epoch=0, committed=committed), v)
+
+
+@limited(ApiKey.TXN_OFFSET_COMMIT)
+def txn_offset_commit_as_alice(s: Session, versions: range) -> None:
+    T = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    P = T.TxnOffsetCommitRequestPartition
+
+    def req(txn: str, group: str, *topics: str) -> TxnOffsetCommitRequest:
+        return TxnOffsetCommitRequest(transactional_id=txn, group_id=group, producer_id=1, producer_epoch=0,
+                                      topics=[T(name=t, partitions=[P(partition_index=0, committed_offset=1)])
+                                              for t in topics])
+    for v in versions:
+        s.call("without WRITE on the transactional id", req("tx", "sec-group", "sec-read"), v)
+        s.call("without READ on the group", req("sec-tx", "other", "sec-read"), v)
+        s.call("topics without READ (WRITE only, none, unknown)",
+               req("sec-tx", "sec-group", "sec-write", "sec-secret", "nope-missing"), v)
+
+
+@limited(ApiKey.WRITE_TXN_MARKERS)
+def write_txn_markers_as_alice(s: Session, versions: range) -> None:
+    M = WriteTxnMarkersRequest.WritableTxnMarker
+    for v in versions:
+        s.call("without CLUSTER_ACTION", WriteTxnMarkersRequest(markers=[M(
+            producer_id=1, producer_epoch=0, transaction_result=False, coordinator_epoch=0,
+            topics=[M.WritableTxnMarkerTopic(name="sec-write", partition_indexes=[0])])]), v)
 
 
 @limited(ApiKey.DESCRIBE_CONFIGS)

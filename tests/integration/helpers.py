@@ -52,3 +52,33 @@ def wait_for(what: str, poll: Callable[[], T | None], timeout_s: float = 30.0, i
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up waiting for {what}")
         time.sleep(interval_s)
+
+
+def consume_to_end(bootstrap: str, topic: str, isolation: str, partitions: int, timeout_s: float = 30.0
+                   ) -> list[bytes]:
+    """Every record value of the topic's partitions up to the end the isolation level allows (librdkafka's
+    partition EOF: the high watermark, or the last stable offset for read_committed)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
+                  "isolation.level": isolation, "enable.partition.eof": True, "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out: list[bytes] = []
+    at_eof: set[int] = set()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(at_eof) < partitions:
+            assert time.monotonic() < deadline, f"{topic}: only partitions {sorted(at_eof)} reached their end"
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error() is not None:
+                if m.error().code() == -191:  # _PARTITION_EOF
+                    at_eof.add(m.partition())
+                    continue
+                raise AssertionError(str(m.error()))
+            at_eof.discard(m.partition())
+            out.append(m.value())
+    finally:
+        c.close()
+    return out

@@ -138,14 +138,31 @@ def test_producer_ten_megabyte_record(scenario_jvms: ScenarioJVMs, bootstraps: d
 
 @clients
 def test_producer_transactions(scenario_jvms: ScenarioJVMs, bootstraps: dict[str, str], client: str) -> None:
-    """The hook for issue 11: Apache Kafka runs it; sofakafka has no transaction coordinator yet, so its run is
-    expected to fail (strict: this test fails as soon as transactions work, to be turned into assert_same)."""
-    kafka = scenario_jvms[client].run("producer.transactions", bootstraps["kafka"], topic=f"txn-{client}",
-                                      transactionalId=f"txn-{client}")
-    assert kafka == {"readCommitted": ["committed"]}
-    with pytest.raises(AssertionError, match=r"TimeoutException|CoordinatorNotAvailable"):
-        scenario_jvms[client].run("producer.transactions", bootstraps["sofakafka"], topic=f"txn-{client}",
-                                  transactionalId=f"txn-{client}", maxBlockMs=3000)
+    r = assert_same(run_on_both(scenario_jvms, bootstraps, client, "producer.transactions", topic="txn",
+                                transactionalId="txn"))
+    assert r == {"readCommitted": ["committed"]}
+
+
+@clients
+def test_transactions_across_two_topics_with_read_committed_consumers(scenario_jvms: ScenarioJVMs,
+                                                                     bootstraps: dict[str, str], client: str) -> None:
+    """Commit, abort, commit, abort across two topics, then a newer instance fences the producer: read_committed
+    sees exactly the committed records in order, read_uncommitted everything, from both brokers alike."""
+    r = assert_same(run_on_both(scenario_jvms, bootstraps, client, "transactions.two_topics", topic="txn2",
+                                transactionalId="txn2"))
+    assert sum(len(v) for v in r["readCommitted"].values()) == 21
+    assert r["readUncommittedCount"] == 42
+
+
+@clients
+def test_transactions_consume_transform_produce(scenario_jvms: ScenarioJVMs, bootstraps: dict[str, str],
+                                                client: str) -> None:
+    """sendOffsetsToTransaction with a read_committed consumer group, one transaction aborted and its input read
+    again: every input exactly once in the output, the group's offsets at the input's end."""
+    r = assert_same(run_on_both(scenario_jvms, bootstraps, client, "transactions.consume_transform_produce",
+                                topic="ctp", group="ctp", transactionalId="ctp", records=40))
+    assert r["output"] == 40 and r["abortedTransactions"] == 1
+    assert sorted(r["committedOffsets"].values()) == [20, 20]
 
 
 @clients

@@ -10,14 +10,17 @@ import json
 import re
 import struct
 import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaException, Producer
 
 from sofakafka.protocol.records import CompressionType, decode_records, iter_batches
-from tests.integration.conftest import BrokerProcess
+from tests.integration.conftest import REPO, BrokerProcess
 from tests.reference.fixtures import ScenarioJVMs
 from tests.reference.kafka import SECURE_ADMIN, SECURE_USER, SHARED_SETTINGS, ReferenceKafka, SecuredBroker
 
@@ -261,7 +264,9 @@ def test_producer_and_consumer_perf_test(kafka_tool: Tool, bootstrap: str) -> No
     assert int(row["data.consumed.in.nMsg"]) == 20000, out
 
 
-# ---- kafka-acls, against brokers with SASL and the ACL authorizer (issue 12) --------------------------------
+# ---- kafka-acls and kafka-configs' SCRAM users, against brokers with SASL and the ACL authorizer (issue 12) -----
+# sofakafka here keeps its users and ACLs in ZooKeeper (secured_zookeeper_sofakafka), as Kafka 2.6 does: one
+# broker serves both tests, and kafka-configs reaches it the one way Kafka 2.6's has for SCRAM users.
 
 def _login_properties(path: Path, user: tuple[str, str]) -> str:
     path.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
@@ -284,11 +289,11 @@ def _entries_sorted(text: str) -> str:
 
 
 @pytest.mark.timeout(900)  # fourteen JVMs and a second reference broker on a shared machine
-def test_kafka_acls(kafka_tool: Tool, secured_sofakafka_broker: SecuredBroker,
+def test_kafka_acls(kafka_tool: Tool, secured_zookeeper_sofakafka: SecuredBroker,
                     secured_reference_kafka: SecuredBroker, tmp_path: Path) -> None:
     """kafka-acls.sh (``kafka.admin.AclCommand --bootstrap-server``, which speaks CreateAcls/DescribeAcls/
     DeleteAcls) as the super user and as a user without rights, printing the same against both brokers."""
-    ours, theirs = secured_sofakafka_broker.bootstrap, secured_reference_kafka.bootstrap
+    ours, theirs = secured_zookeeper_sofakafka.bootstrap, secured_reference_kafka.bootstrap
     admin = _login_properties(tmp_path / "admin.properties", SECURE_ADMIN)
     user = _login_properties(tmp_path / "user.properties", SECURE_USER)
 
@@ -316,6 +321,72 @@ def test_kafka_acls(kafka_tool: Tool, secured_sofakafka_broker: SecuredBroker,
                              check=False)
         assert refused.returncode == 1 and refused.stdout.startswith(
             "Error while executing ACL command: org.apache.kafka.common.errors.ClusterAuthorizationException: "), b
+
+
+def _scram_login(broker: SecuredBroker, mechanism: str, user: str, password: str) -> str:
+    """Log in with librdkafka (confluent-kafka) and ask for metadata: "ok", or librdkafka's authentication
+    error, or "no answer" when neither came within the bound."""
+    errors: list[Any] = []
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                         "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password,
+                         "error_cb": errors.append, "reconnect.backoff.ms": 500})
+    try:
+        producer.list_topics(timeout=5)
+        return "ok"
+    except KafkaException:
+        producer.poll(0.5)
+    refused = [e for e in errors if e.name() == "_AUTHENTICATION"]
+    return f"{refused[0].name()}: {refused[0].str()}" if refused else "no answer"
+
+
+def _wait_login(broker: SecuredBroker, mechanism: str, user: str, password: str, ok: bool) -> str:
+    """Until a login succeeds (``ok``) or is refused (not ``ok``): users written into ZooKeeper reach the broker
+    through the change notification, a moment after the tool returns. Returns the last outcome."""
+    deadline = time.monotonic() + 60
+    while True:
+        outcome = _scram_login(broker, mechanism, user, password)
+        if (outcome == "ok") == ok and outcome != "no answer":
+            return outcome
+        assert time.monotonic() < deadline, f"{user} {mechanism}: still {outcome!r}"
+
+
+def test_kafka_configs_scram_users(kafka_tool: Tool, secured_zookeeper_sofakafka: SecuredBroker,
+                                   tmp_path: Path) -> None:
+    """kafka-configs.sh --entity-type users with SCRAM credentials, as Kafka 2.6 manages them: ``--zookeeper``
+    (2.6's ``--bootstrap-server`` form refuses SCRAM configs, "Only quota configs can be added for 'users'",
+    KIP-554's API came in 2.7). A user Kafka's tool writes into sofakafka's ZooKeeper logs in with a stock
+    client, only with the mechanism it was given, and no more once the tool deletes it; a user ``sofakafka users``
+    creates through the broker is read back by Kafka's tool as Kafka's own stored credential."""
+    broker = secured_zookeeper_sofakafka
+    assert broker.zk_connect is not None
+
+    def configs(*args: str) -> str:
+        return kafka_tool("kafka.admin.ConfigCommand", ["--zookeeper", broker.zk_connect, "--entity-type", "users",
+                                                        *args]).stdout
+    out = configs("--entity-name", "carl", "--alter", "--add-config", "SCRAM-SHA-256=[password=carl-secret]")
+    assert "Completed updating config for entity: user-principal 'carl'." in out, out
+    assert _wait_login(broker, "SCRAM-SHA-256", "carl", "carl-secret", ok=True) == "ok"
+    # Only the mechanism written, only the password written; the broker's answer does not say which was wrong.
+    for mechanism, password in (("SCRAM-SHA-512", "carl-secret"), ("SCRAM-SHA-256", "not-carls")):
+        refused = _scram_login(broker, mechanism, "carl", password)
+        assert refused.startswith("_AUTHENTICATION") and "invalid credentials" in refused, (mechanism, refused)
+
+    # The other way round: our command writes through the broker, Kafka's tool reads the znode.
+    made = subprocess.run(
+        [sys.executable, "-m", "sofakafka", "users", "add", "dora", "--password", "dora-secret", "--mechanism",
+         "SCRAM-SHA-512", "--iterations", "8192", "--bootstrap-server", broker.bootstrap, "--command-config",
+         _login_properties(tmp_path / "admin.properties", SECURE_ADMIN)],
+        capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert made.returncode == 0, made.stderr
+    described = configs("--entity-name", "dora", "--describe")
+    assert re.search(r"^Configs for user-principal 'dora' are SCRAM-SHA-512=salt=[A-Za-z0-9+/=]+,"
+                     r"stored_key=[A-Za-z0-9+/=]+,server_key=[A-Za-z0-9+/=]+,iterations=8192$",
+                     described, re.MULTILINE), described
+    assert _scram_login(broker, "SCRAM-SHA-512", "dora", "dora-secret") == "ok"
+
+    out = configs("--entity-name", "carl", "--alter", "--delete-config", "SCRAM-SHA-256")
+    assert "Completed updating config for entity: user-principal 'carl'." in out, out
+    _wait_login(broker, "SCRAM-SHA-256", "carl", "carl-secret", ok=False)
 
 
 # ---- DumpLogSegments on files sofakafka wrote ----------------------------------------------------------------

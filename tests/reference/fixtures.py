@@ -65,17 +65,35 @@ def secured_reference_kafka(
         kafka.kill()
 
 
-@pytest.fixture(scope="module")
-def secured_sofakafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBroker]:
-    """sofakafka with the same security settings as :func:`secured_reference_kafka`."""
-    broker = BrokerProcess(tmp_path_factory.mktemp("secured-sofakafka"), dict(SHARED_SETTINGS))
+def _secured_sofakafka(directory: Path, zk_connect: str | None = None) -> Iterator[SecuredBroker]:
+    settings = dict(SHARED_SETTINGS)
+    if zk_connect is not None:
+        settings |= {"zookeeper.connect": zk_connect, "zookeeper.session.timeout.ms": "6000"}
+    broker = BrokerProcess(directory, settings)
     sasl_port = free_port()
     broker.overrides.update(secure_settings(broker.host, broker.port, sasl_port))
     broker.start()
     try:
-        yield SecuredBroker("sofakafka", broker.host, sasl_port, broker.port)
+        yield SecuredBroker("sofakafka", broker.host, sasl_port, broker.port, zk_connect)
     finally:
         broker.kill()
+
+
+@pytest.fixture(scope="module")
+def secured_sofakafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBroker]:
+    """sofakafka with the same security settings as :func:`secured_reference_kafka` (users and ACLs in its
+    embedded store)."""
+    yield from _secured_sofakafka(tmp_path_factory.mktemp("secured-sofakafka"))
+
+
+@pytest.fixture(scope="module")
+def secured_zookeeper_sofakafka(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, reference_zookeeper: ZooKeeperServer
+) -> Iterator[SecuredBroker]:
+    """:func:`secured_sofakafka_broker` keeping its metadata, users and ACLs in ZooKeeper (the reference brokers'
+    server, a chroot of its own), where Kafka 2.6's ``kafka-configs --zookeeper`` writes SCRAM users."""
+    zk_connect = reference_zookeeper.hosts + unique_chroot(request.module.__name__.rsplit(".", 1)[-1] + "-sofakafka")
+    yield from _secured_sofakafka(tmp_path_factory.mktemp("secured-zookeeper-sofakafka"), zk_connect)
 
 
 @pytest.fixture(scope="module")

@@ -19,9 +19,9 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from sofakafka.broker.group.metadata import (
     GroupMetadata,
@@ -52,6 +52,7 @@ from sofakafka.broker.group.runtime import (
     OffsetsRecord,
     RecordWriter,
     Scheduler,
+    TransactionalRecordWriter,
 )
 from sofakafka.protocol.errors import ErrorCode, ProtocolError
 from sofakafka.protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
@@ -64,6 +65,9 @@ from sofakafka.protocol.messages.offset_commit import OffsetCommitRequest, Offse
 from sofakafka.protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
 from sofakafka.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from sofakafka.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
+from sofakafka.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+
+P_ = TypeVar("P_")  # a partition entry of a commit request
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +80,7 @@ ALL_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 TopicPartition = tuple[str, int]
 _FetchPartition = OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition
 _DeletePartition = OffsetDeleteResponse.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition
+_TxnCommitPartition = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition
 
 
 class _IntConfig(Protocol):
@@ -219,11 +224,18 @@ class GroupCoordinator:
     def begin_loading(self, partition: int) -> None:
         self._loading.add(partition)
 
-    def load_partition(self, partition: int, records: Iterable[tuple[bytes | None, bytes | None]]) -> None:
+    def load_partition(self, partition: int, records: Iterable[tuple[bytes | None, bytes | None]],
+                       pending_txn: Mapping[int, Sequence[tuple[bytes | None, bytes | None]]] | None = None) -> None:
+        """``records``: the partition's committed records in the order they take effect; ``pending_txn``: per
+        producer id, transactional offset commits with no marker after them yet (still pending)."""
         self._loading.add(partition)
         state = replay_records(records)
+        pending: dict[str, dict[int, dict[TopicPartition, OffsetValue]]] = {}
+        for producer_id, pairs in (pending_txn or {}).items():
+            for group_id, offsets in replay_records(pairs).offsets.items():
+                pending.setdefault(group_id, {})[producer_id] = offsets
         now = self._clock.now_ms()
-        for group_id in set(state.groups) | {g for g, offs in state.offsets.items() if offs}:
+        for group_id in set(state.groups) | {g for g, offs in state.offsets.items() if offs} | set(pending):
             if self.partition_for(group_id) != partition:
                 log.warning("group %s found in __consumer_offsets-%d, which is not its partition", group_id, partition)
             old = self._groups.pop(group_id, None)
@@ -231,6 +243,7 @@ class GroupCoordinator:
                 self._drop_group(old, E.NOT_COORDINATOR)
             group = self._group_from_value(group_id, state.groups.get(group_id), now)
             group.offsets = dict(state.offsets.get(group_id, {}))
+            group.pending_txn_offsets = pending.get(group_id, {})
             self._groups[group_id] = group
             for member in group.members.values():
                 self._schedule_heartbeat(group, member)
@@ -998,24 +1011,18 @@ class GroupCoordinator:
         member_id = request.member_id if version >= 1 else ""
         instance_id = request.group_instance_id if version >= 7 else None
         retention_ms = request.retention_time_ms if 2 <= version <= 4 else -1
-        order: list[TopicPartition] = []
-        errors: dict[TopicPartition, int] = {}
-        offsets: dict[TopicPartition, OffsetValue] = {}
-        for topic in request.topics:
-            for p in topic.partitions:
-                tp = (topic.name, p.partition_index)
-                order.append(tp)
-                if self._partition_exists is not None and not self._partition_exists(*tp):
-                    errors[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
-                    continue
-                commit_ts = p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now
-                offsets[tp] = OffsetValue(
-                    offset=p.committed_offset,
-                    metadata=p.committed_metadata or "",
-                    commit_timestamp=commit_ts,
-                    expire_timestamp=now + retention_ms if retention_ms != -1 else -1,
-                    leader_epoch=p.committed_leader_epoch if version >= 6 and p.committed_leader_epoch >= 0 else -1,
-                )
+
+        def value(p: OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition) -> OffsetValue:
+            return OffsetValue(
+                offset=p.committed_offset,
+                metadata=p.committed_metadata or "",
+                commit_timestamp=p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now,
+                expire_timestamp=now + retention_ms if retention_ms != -1 else -1,
+                leader_epoch=p.committed_leader_epoch if version >= 6 and p.committed_leader_epoch >= 0 else -1,
+            )
+
+        order, errors, offsets = self._partitions_to_commit(
+            [(t.name, p.partition_index, p) for t in request.topics for p in t.partitions], value)
         completion: Completion[OffsetCommitResponse] = Completion()
 
         def respond(results: dict[TopicPartition, int]) -> None:
@@ -1035,6 +1042,23 @@ class GroupCoordinator:
         else:
             self._handle_commit(request.group_id, member_id, instance_id, generation_id, offsets, respond)
         return completion
+
+    def _partitions_to_commit(self, partitions: Sequence[tuple[str, int, P_]], value: Callable[[P_], OffsetValue]
+                              ) -> tuple[list[TopicPartition], dict[TopicPartition, int],
+                                         dict[TopicPartition, OffsetValue]]:
+        """An (Txn)OffsetCommit's partitions in request order, UNKNOWN_TOPIC_OR_PARTITION for each the cluster
+        does not have, and the value to store for each of the others."""
+        order: list[TopicPartition] = []
+        errors: dict[TopicPartition, int] = {}
+        offsets: dict[TopicPartition, OffsetValue] = {}
+        for topic, partition, p in partitions:
+            tp = (topic, partition)
+            order.append(tp)
+            if self._partition_exists is not None and not self._partition_exists(*tp):
+                errors[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                offsets[tp] = value(p)
+        return order, errors, offsets
 
     def _handle_commit(
         self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
@@ -1072,10 +1096,10 @@ class GroupCoordinator:
         else:
             fail(E.REBALANCE_IN_PROGRESS)
 
-    def _store_offsets(
-        self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetValue],
-        respond: Callable[[dict[TopicPartition, int]], None],
-    ) -> None:
+    def _offset_records(self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetValue]
+                        ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, OffsetValue], list[OffsetsRecord]]:
+        """OFFSET_METADATA_TOO_LARGE for each offset whose metadata is over ``offset.metadata.max.bytes``; the
+        others, and their records."""
         limit = self.config.offset_metadata_max_bytes
         results: dict[TopicPartition, int] = {}
         valid: dict[TopicPartition, OffsetValue] = {}
@@ -1084,13 +1108,18 @@ class GroupCoordinator:
                 results[tp] = E.OFFSET_METADATA_TOO_LARGE
             else:
                 valid[tp] = value
+        records = [OffsetsRecord(encode_key(OffsetKey(group.group_id, t, p)), encode_offset_value(v))
+                   for (t, p), v in valid.items()]
+        return results, valid, records
+
+    def _store_offsets(
+        self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetValue],
+        respond: Callable[[dict[TopicPartition, int]], None],
+    ) -> None:
+        results, valid, records = self._offset_records(group, offsets)
         if not valid:
             respond(results)
             return
-        records = [
-            OffsetsRecord(encode_key(OffsetKey(group.group_id, t, p)), encode_offset_value(v))
-            for (t, p), v in valid.items()
-        ]
         group.pending_offset_commits.update(valid.keys())
 
         def appended(error: ErrorCode) -> None:
@@ -1115,6 +1144,105 @@ class GroupCoordinator:
         else:
             group.offsets[tp] = decode_offset_value(record.value)
 
+    # ------------------------------------------------------------------ TxnOffsetCommit
+
+    def txn_offset_commit(self, request: TxnOffsetCommitRequest, version: int) -> Completion[TxnOffsetCommitResponse]:
+        """TxnOffsetCommit (v0-3): offsets written as a transactional batch of the producer, visible to OffsetFetch
+        only once the transaction coordinator's COMMIT marker reaches the group's partition
+        (:meth:`complete_txn_offsets`), dropped at ABORT. Kafka 2.6's checks: the group's coordinator status,
+        then (v3, KIP-447) a member id that is set must be a member and a generation that is set must be the
+        group's; the group need not use Kafka for membership (it is created, Empty, when unknown). An empty group
+        id is INVALID_GROUP_ID (only OffsetCommit, OffsetFetch, DescribeGroups and DeleteGroups accept one)."""
+        P = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition
+        T = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+        now = self._now()
+
+        def value(p: TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition
+                  ) -> OffsetValue:
+            return OffsetValue(
+                offset=p.committed_offset, metadata=p.committed_metadata or "", commit_timestamp=now,
+                leader_epoch=p.committed_leader_epoch if version >= 2 and p.committed_leader_epoch >= 0 else -1)
+
+        order, errors, offsets = self._partitions_to_commit(
+            [(t.name, p.partition_index, p) for t in request.topics for p in t.partitions], value)
+        completion: Completion[TxnOffsetCommitResponse] = Completion()
+
+        def respond(results: dict[TopicPartition, int]) -> None:
+            errors.update(results)
+            topics: dict[str, list[_TxnCommitPartition]] = {}
+            for tp in order:
+                error = errors.get(tp, E.NONE)
+                if version < 2 and error == E.COORDINATOR_LOAD_IN_PROGRESS:
+                    error = E.COORDINATOR_NOT_AVAILABLE  # clients before KAFKA-7296 do not know it here
+                topics.setdefault(tp[0], []).append(P(partition_index=tp[1], error_code=error))
+            completion.complete(TxnOffsetCommitResponse(topics=[T(name=n, partitions=ps) for n, ps in topics.items()]))
+
+        def fail(error: int) -> None:
+            respond(dict.fromkeys(offsets, error))
+
+        if not offsets:
+            respond({})
+            return completion
+        error = self._validate(request.group_id, allow_empty_id=False)
+        if error is not None:
+            fail(error)
+            return completion
+        member_id = request.member_id if version >= 3 else ""
+        instance_id = request.group_instance_id if version >= 3 else None
+        generation_id = request.generation_id if version >= 3 else -1
+        group = self._groups.get(request.group_id)
+        if group is None:
+            group = GroupMetadata(request.group_id, current_state_timestamp=now)
+            self._groups[request.group_id] = group
+        if group.is_state(S.DEAD):
+            fail(E.COORDINATOR_NOT_AVAILABLE)
+        elif group.is_static_member_fenced(member_id, instance_id):
+            fail(E.FENCED_INSTANCE_ID)
+        elif member_id and not group.has(member_id):
+            fail(E.UNKNOWN_MEMBER_ID)
+        elif generation_id >= 0 and generation_id != group.generation_id:
+            fail(E.ILLEGAL_GENERATION)
+        elif not isinstance(self._writer, TransactionalRecordWriter):
+            fail(E.UNSUPPORTED_VERSION)
+        else:
+            self._store_txn_offsets(group, request.producer_id, request.producer_epoch, offsets, respond)
+        return completion
+
+    def _store_txn_offsets(self, group: GroupMetadata, producer_id: int, producer_epoch: int,
+                           offsets: dict[TopicPartition, OffsetValue],
+                           respond: Callable[[dict[TopicPartition, int]], None]) -> None:
+        writer = self._writer
+        assert isinstance(writer, TransactionalRecordWriter)
+        results, valid, records = self._offset_records(group, offsets)
+        if not valid:
+            respond(results)
+            return
+        answered = False
+
+        def appended(error: ErrorCode) -> None:
+            nonlocal answered
+            if answered:
+                raise RuntimeError("RecordWriter called done twice")
+            answered = True
+            error = ErrorCode(error)
+            if error is E.NONE and not group.is_state(S.DEAD):
+                group.pending_txn_offsets.setdefault(producer_id, {}).update(valid)
+            mapped = _store_offsets_error(error)
+            results.update(dict.fromkeys(valid, mapped))
+            respond(results)
+
+        writer.append_transactional(self.partition_for(group.group_id), records, producer_id, producer_epoch, appended)
+
+    def complete_txn_offsets(self, producer_id: int, partition: int, commit: bool) -> None:
+        """The transaction's marker is written in ``__consumer_offsets``/``partition``: its pending offsets there
+        become the groups' committed offsets (COMMIT) or vanish (ABORT)."""
+        for group in self._groups.values():
+            if self.partition_for(group.group_id) != partition:
+                continue
+            pending = group.pending_txn_offsets.pop(producer_id, None)
+            if pending and commit and not group.is_state(S.DEAD):
+                group.offsets.update(pending)
+
     # ------------------------------------------------------------------ OffsetFetch
 
     def offset_fetch(self, request: OffsetFetchRequest, version: int) -> Completion[OffsetFetchResponse]:
@@ -1133,13 +1261,22 @@ class GroupCoordinator:
                                                      error_code=error))
             return Completion.of(OffsetFetchResponse(topics=[T(name=n, partitions=ps) for n, ps in topics.items()]))
         group = self._groups.get(request.group_id)
-        known = {} if group is None or group.is_state(S.DEAD) else group.offsets
+        live = group is not None and not group.is_state(S.DEAD)
+        known = group.offsets if group is not None and live else {}
         if requested is None:
             requested = sorted(known)
+        unstable: set[TopicPartition] = set()
+        if version >= 7 and request.require_stable and group is not None and live:
+            # KIP-447: offsets a transaction may still change are not handed out to a consumer that asks for stable
+            # ones; it retries (UNSTABLE_OFFSET_COMMIT) until the marker decides them.
+            unstable = {tp for pending in group.pending_txn_offsets.values() for tp in pending}
+            unstable |= {tp for tp, n in group.pending_offset_commits.items() if n > 0}
         topics = {}
         for tp in requested:
             value = known.get(tp)
-            if value is None:
+            if tp in unstable:
+                part = P(partition_index=tp[1], committed_offset=-1, metadata="", error_code=E.UNSTABLE_OFFSET_COMMIT)
+            elif value is None:
                 part = P(partition_index=tp[1], committed_offset=-1, metadata="", error_code=E.NONE)
             else:
                 part = P(partition_index=tp[1], committed_offset=value.offset,
@@ -1272,7 +1409,8 @@ class GroupCoordinator:
             if group.is_state(S.DEAD):
                 continue
             expired = self._expired_offsets(group, now, retention)
-            if expired or (group.is_state(S.EMPTY) and not group.offsets and not group.pending_offset_commits):
+            if expired or (group.is_state(S.EMPTY) and not group.offsets and not group.pending_offset_commits
+                           and not group.pending_txn_offsets):
                 work.append((group, expired))
         count = sum(len(tps) for _, tps in work)
         self._cleanup_groups(work, lambda _results: None, force_dead=False)
@@ -1330,7 +1468,8 @@ class GroupCoordinator:
         for group, tps in work:
             doomed = set(group.offsets) if force_dead else tps & set(group.offsets)
             dies = force_dead or (
-                group.is_state(S.EMPTY) and set(group.offsets) <= doomed and not group.pending_offset_commits)
+                group.is_state(S.EMPTY) and set(group.offsets) <= doomed and not group.pending_offset_commits
+                and not group.pending_txn_offsets)
             records = [OffsetsRecord(encode_key(OffsetKey(group.group_id, t, p)), None) for t, p in sorted(doomed)]
             if dies:
                 records.append(OffsetsRecord(encode_key(GroupMetadataKey(group.group_id)), None))

@@ -133,6 +133,9 @@ class GroupMetadata:
     pending_member_timers: dict[str, Cancellable] = field(default_factory=dict)
     offsets: dict[tuple[str, int], OffsetValue] = field(default_factory=dict)
     pending_offset_commits: Counter[tuple[str, int]] = field(default_factory=Counter)
+    # TxnOffsetCommit offsets written but not yet decided: producer id -> partition -> offset. A COMMIT marker
+    # of the producer in the group's __consumer_offsets partition moves them into ``offsets``, an ABORT drops them.
+    pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetValue]] = field(default_factory=dict)
     subscribed_topics: frozenset[str] | None = None
     # Set while a generation-0 group waits out group.initial.rebalance.delay.ms and someone else joins.
     new_member_added: bool = False

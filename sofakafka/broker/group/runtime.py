@@ -12,7 +12,7 @@ import itertools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from sofakafka.protocol.errors import ErrorCode
 
@@ -48,6 +48,21 @@ class RecordWriter(Protocol):
         self, partition: int, records: Sequence[OffsetsRecord], done: Callable[[ErrorCode], None]
     ) -> None:
         """Append as one batch with acks=all semantics; call ``done`` exactly once on the coordinator's thread."""
+        ...
+
+
+@runtime_checkable
+class TransactionalRecordWriter(Protocol):
+    def append(
+        self, partition: int, records: Sequence[OffsetsRecord], done: Callable[[ErrorCode], None]
+    ) -> None: ...
+
+    def append_transactional(
+        self, partition: int, records: Sequence[OffsetsRecord], producer_id: int, producer_epoch: int,
+        done: Callable[[ErrorCode], None],
+    ) -> None:
+        """As ``append``, but as one transactional batch of the producer (TxnOffsetCommit): the records take
+        effect only when a COMMIT marker of that producer follows them in the partition."""
         ...
 
 

@@ -90,6 +90,8 @@ class HandlerSpec:
     max_version: int
     handler: Handler
     error_response: ErrorResponseBuilder | None = None
+    # False for sofakafka's own inter-broker APIs (sofakafka/protocol/internal.py): answered, never advertised.
+    advertised: bool = True
 
     def accepts(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -99,7 +101,8 @@ REGISTRY: dict[int, HandlerSpec] = {}
 
 
 def handles(api_key: int, min_version: int | None = None, max_version: int | None = None, *,
-            error_response: ErrorResponseBuilder | None = None) -> Callable[[Handler], Handler]:
+            error_response: ErrorResponseBuilder | None = None,
+            advertised: bool = True) -> Callable[[Handler], Handler]:
     """Register the decorated coroutine for ``api_key``; versions default to everything the codec knows.
 
     The range must lie within the codec's, since the connection decodes the body with it before the handler
@@ -117,7 +120,7 @@ def handles(api_key: int, min_version: int | None = None, max_version: int | Non
         existing = REGISTRY.get(api_key)
         if existing is not None and existing.handler is not fn:
             raise ValueError(f"API key {api_key} is already handled by {existing.handler.__qualname__}")
-        REGISTRY[api_key] = HandlerSpec(api_key, lo, hi, fn, error_response)
+        REGISTRY[api_key] = HandlerSpec(api_key, lo, hi, fn, error_response, advertised)
         return fn
 
     return register
@@ -129,7 +132,7 @@ def lookup(api_key: int) -> HandlerSpec | None:
 
 def supported_versions() -> list[tuple[int, int, int]]:
     """(api key, min, max) of every registered handler, by key: what ApiVersions advertises."""
-    return [(k, s.min_version, s.max_version) for k, s in sorted(REGISTRY.items())]
+    return [(k, s.min_version, s.max_version) for k, s in sorted(REGISTRY.items()) if s.advertised]
 
 
 _loaded = False

@@ -7,9 +7,9 @@ topic (offsets_topic.py: Kafka's createInternalTopic, which also refuses while f
 partition has no leader, or while this broker was elected but does not serve the partition yet (the same
 LeaderAndIsr-before-UpdateMetadata order the Metadata handler keeps). Clients retry that error.
 
-Key type 1 (transaction): the transaction coordinator is not part of this broker yet (a later issue), so every
-transactional id is answered COORDINATOR_NOT_AVAILABLE, which transactional producers retry until their own
-timeout. Any other key type is INVALID_REQUEST.
+Key type 1 (transaction): the same for a transactional id and ``__transaction_state`` (partition
+``abs(String.hashCode(transactional_id)) % partitions``, created on first use by transaction_topic.py with
+Kafka's enforced configs and ``transaction.state.log.*``). Any other key type is INVALID_REQUEST.
 
 The coordinator's address is given on the listener the client connected through. Version notes: v1 adds
 ``key_type``, the throttle time and ``error_message`` (Kafka sends "NONE" on success); v2 changes only
@@ -21,9 +21,11 @@ transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 
 from __future__ import annotations
 
+from sofakafka.broker.context import InternalTopicRuntime
 from sofakafka.broker.handlers import RequestContext, handles
 from sofakafka.broker.handlers import _authz as authz
 from sofakafka.broker.offsets_topic import GROUP_METADATA_TOPIC
+from sofakafka.broker.txn import TRANSACTION_STATE_TOPIC
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
@@ -53,21 +55,25 @@ async def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorR
     if key_type == KEY_TYPE_TRANSACTION and not authz.authorize(ctx, authz.AclOperation.DESCRIBE,
                                                                 authz.ResourceType.TRANSACTIONAL_ID, request.key):
         return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    if key_type == KEY_TYPE_TRANSACTION:
-        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    if key_type != KEY_TYPE_GROUP:
-        return _error(ErrorCode.INVALID_REQUEST)
     broker = ctx.broker
     snap = broker.metadata()
-    topic = snap.topics.get(GROUP_METADATA_TOPIC)
+    runtime: InternalTopicRuntime
+    if key_type == KEY_TYPE_GROUP:
+        topic_name, runtime = GROUP_METADATA_TOPIC, broker.group_runtime
+        index = broker.group_coordinator.partition_for(request.key)
+    elif key_type == KEY_TYPE_TRANSACTION:
+        topic_name, runtime = TRANSACTION_STATE_TOPIC, broker.transaction_runtime
+        index = broker.transaction_coordinator.partition_for(request.key)
+    else:
+        return _error(ErrorCode.INVALID_REQUEST)
+    topic = snap.topics.get(topic_name)
     if topic is None:
-        return _error(await broker.group_runtime.create_topic(ctx.client_id))
-    partition = topic.partitions.get(broker.group_coordinator.partition_for(request.key))
+        return _error(await runtime.create_topic(ctx.client_id))
+    partition = topic.partitions.get(index)
     if partition is None or partition.leader < 0:
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     leader = partition.leader
-    if leader == broker.broker_id and broker.replica_manager.get_partition(
-            (GROUP_METADATA_TOPIC, partition.partition)) is None:
+    if leader == broker.broker_id and broker.replica_manager.get_partition((topic_name, partition.partition)) is None:
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     endpoint = snap.endpoint(leader, ctx.listener_name)
     if endpoint is None:

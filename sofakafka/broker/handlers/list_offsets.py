@@ -7,7 +7,8 @@ whose record timestamp is at or after it (-1/-1 when there is none below the bou
 Version notes: v0 answers a list of up to ``max_num_offsets`` offsets (``old_style_offsets``): for -1 the end
 offset followed by segment base offsets, newest first; for -2 the log start offset; for a timestamp, the base
 offsets of segments whose records are all older than it. v1 returns one timestamp/offset pair; v2 adds the
-isolation level; v4 the leader epoch of the offset and ``current_leader_epoch`` checking (KIP-320).
+isolation level; v4 the leader epoch of the offset (for -1 the partition's current leader epoch, as Kafka answers)
+and ``current_leader_epoch`` checking (KIP-320).
 
 Authorization (with an authorizer): DESCRIBE on each topic, else its partitions are
 TOPIC_AUTHORIZATION_FAILED.
@@ -89,8 +90,10 @@ def _lookup(rm: ReplicaManager, topic: str, req: PartitionRequest, replica_id: i
         else:
             bound = lg.high_watermark
         if req.timestamp == LATEST_TIMESTAMP:
+            # The partition's current leader epoch, whatever the offset (Kafka's Partition.fetchOffsetForTimestamp):
+            # also for an empty log, and for a last stable offset held back by an open transaction.
             resp.timestamp, resp.offset = -1, bound
-            epoch = lg.leader_epoch_cache.epoch_for_offset(bound - 1) if bound > 0 else None
+            epoch: int | None = part.leader_epoch
         elif req.timestamp == EARLIEST_TIMESTAMP:
             resp.timestamp, resp.offset = -1, lg.log_start_offset
             epoch = lg.leader_epoch_cache.epoch_for_offset(lg.log_start_offset)

@@ -9,6 +9,14 @@ purgatory), acks=0 sends no response at all, as Kafka does, and closes the conne
 signal such a client gets); any other acks value is INVALID_REQUIRED_ACKS. Clients may
 not write to the internal topics (INVALID_TOPIC_EXCEPTION), except Kafka's ``__admin_client``.
 
+Transactions, beyond 2.6 (KIP-890's verification, ``transaction.partition.verification.enable``, on by default): a
+transactional batch that would open a transaction on a partition (its producer has none open there at that epoch)
+is accepted only once the transactional id's coordinator confirms the partition is in the producer's ongoing
+transaction. A partition that was never added (or whose transaction already ended) is refused with
+INVALID_TXN_STATE, so no late or stray write can open a transaction nobody will ever end and hold the last stable
+offset back; when the coordinator cannot answer (moving, loading, the transaction completing) the answer is the
+retriable NOT_ENOUGH_REPLICAS, as in Kafka 3.6.
+
 Authorization (Kafka 2.6's checks, with an authorizer): transactional batches need WRITE on the transactional
 id (else the whole request is TRANSACTIONAL_ID_AUTHORIZATION_FAILED), idempotent ones IDEMPOTENT_WRITE on the
 cluster (else CLUSTER_AUTHORIZATION_FAILED), and each topic WRITE (else TOPIC_AUTHORIZATION_FAILED for its
@@ -27,7 +35,7 @@ from sofakafka.broker.replica_manager import ProducePartitionResult, TopicPartit
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import CorruptRecordError, ErrorCode
 from sofakafka.protocol.messages.produce import ProduceRequest, ProduceResponse
-from sofakafka.protocol.records import Buffer
+from sofakafka.protocol.records import Buffer, read_batch_header
 from sofakafka.protocol.records.header import MAGIC_V2, peek_batch_header
 
 TopicResponse = ProduceResponse.TopicProduceResponse
@@ -101,11 +109,17 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
                                                      error_message=f"Cannot append to internal topic {topic.name}")
             else:
                 entries.append((tp, p.records))
+    verified: dict[TopicPartition, object] = {}
+    if request.transactional_id is not None and entries and ctx.broker.replica_manager.txn_verification:
+        verified, unverified = await _verify_transactional(ctx, request.transactional_id, entries)
+        refused.update(unverified)
+        entries = [(tp, records) for tp, records in entries if tp not in unverified]
     results = await ctx.broker.replica_manager.append_records(
         acks=request.acks,
         timeout_ms=request.timeout_ms,
         entries=entries,
         produce_version=version,
+        verified=verified,
     ) if entries else {}
     results.update(refused)
     if request.acks == 0:
@@ -135,3 +149,55 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
             pr.error_message = r.error_message if error != ErrorCode.NONE else None
         responses.setdefault(topic_name, []).append(pr)
     return ProduceResponse(responses=[TopicResponse(name=n, partitions=ps) for n, ps in responses.items()])
+
+
+# What the coordinator's verification answers become for the producer (Kafka 3.6's ReplicaManager mapping): not
+# verified yet for a passing reason is NOT_ENOUGH_REPLICAS, which every client retries.
+_RETRIABLE_VERIFICATION = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                     ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+                                     ErrorCode.NETWORK_EXCEPTION, ErrorCode.BROKER_NOT_AVAILABLE,
+                                     ErrorCode.REQUEST_TIMED_OUT})
+
+
+async def _verify_transactional(ctx: RequestContext, transactional_id: str,
+                                entries: list[tuple[TopicPartition, Buffer | None]]
+                                ) -> tuple[dict[TopicPartition, object], dict[TopicPartition, ProducePartitionResult]]:
+    """Ask the coordinator about the partitions where a transactional batch would open a transaction; the tokens
+    of those it confirmed, and the refusals of the rest."""
+    rm = ctx.broker.replica_manager
+    asks: dict[tuple[int, int], list[tuple[TopicPartition, object]]] = {}
+    for tp, records in entries:
+        if records is None:
+            continue
+        try:
+            header = read_batch_header(records, 0)
+        except CorruptRecordError:
+            continue  # the append's validation answers it
+        if header is None or not header.is_transactional or header.producer_id < 0:
+            continue
+        if not rm.needs_txn_verification(tp, header.producer_id, header.producer_epoch):
+            continue
+        # The guard is taken before asking: a marker that lands meanwhile removes it and the append is refused.
+        token = rm.txn_verification_token(tp, header.producer_id)
+        if token is not None:
+            asks.setdefault((header.producer_id, header.producer_epoch), []).append((tp, token))
+    verified: dict[TopicPartition, object] = {}
+    refused: dict[TopicPartition, ProducePartitionResult] = {}
+    for (producer_id, producer_epoch), wanted in asks.items():
+        answers = await ctx.broker.transaction_runtime.verify(transactional_id, producer_id, producer_epoch,
+                                                               [tp for tp, _ in wanted])
+        for tp, token in wanted:
+            code = answers.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR)
+            if code is ErrorCode.NONE:
+                verified[tp] = token
+                continue
+            rm.drop_txn_verification(tp, producer_id, token)
+            if code is ErrorCode.INVALID_TXN_STATE:
+                refused[tp] = ProducePartitionResult(code, error_message="Partition was not added to the transaction")
+            elif code in _RETRIABLE_VERIFICATION:
+                refused[tp] = ProducePartitionResult(
+                    ErrorCode.NOT_ENOUGH_REPLICAS, error_message="Unable to verify the partition has been added to "
+                    f"the transaction. Underlying error: {code.name}")
+            else:
+                refused[tp] = ProducePartitionResult(code, error_message=f"transaction verification: {code.name}")
+    return verified, refused

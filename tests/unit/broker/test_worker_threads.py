@@ -31,6 +31,27 @@ def test_one_thread_runs_work_in_submission_order_off_the_loop() -> None:
     assert names == {"append_0"}
 
 
+def test_submit_queues_within_the_call_and_interleaves_in_order_with_run() -> None:
+    """submit() queues before it returns (no loop turn), so work submitted from callbacks and work awaited
+    through run() reach the thread in the order the calls were made: what keeps a coordinator's appends in
+    the order it issued them."""
+    workers = WorkerThreads(1, "append")
+    seen: list[str] = []
+
+    async def main() -> list[object]:
+        first = workers.submit(lambda: seen.append("submit-1") or 1)
+        awaited = asyncio.ensure_future(workers.run(lambda: seen.append("run") or 2))
+        await asyncio.sleep(0)  # the run() task queues its work on its first step, after submit-1
+        second = workers.submit(lambda: seen.append("submit-2") or 3)
+        return list(await asyncio.gather(first, awaited, second))
+
+    try:
+        assert asyncio.run(main()) == [1, 2, 3]
+    finally:
+        workers.shutdown()
+    assert seen == ["submit-1", "run", "submit-2"]
+
+
 def test_an_exception_in_the_work_is_raised_to_the_awaiting_coroutine() -> None:
     workers = WorkerThreads(2, "read")
 

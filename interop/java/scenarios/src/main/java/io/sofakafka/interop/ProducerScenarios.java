@@ -39,7 +39,7 @@ final class ProducerScenarios {
         Scenarios.register("producer.headers", ProducerScenarios::headers);
         Scenarios.register("producer.big_batches", ProducerScenarios::bigBatches);
         Scenarios.register("producer.large_record", ProducerScenarios::largeRecord);
-        // Hook for issue 11: runs against any broker that has a transaction coordinator.
+        // The simplest transactional producer; TransactionScenarios has the rest.
         Scenarios.register("producer.transactions", ProducerScenarios::transactions);
     }
 

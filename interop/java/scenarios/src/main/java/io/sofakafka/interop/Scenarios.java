@@ -39,6 +39,7 @@ public final class Scenarios {
         AdminScenarios.register();
         ProducerScenarios.register();
         ConsumerScenarios.register();
+        TransactionScenarios.register();
         // Kafka Streams is on the classpath only when the tests ask for it.
         try {
             Class.forName("org.apache.kafka.streams.KafkaStreams");
