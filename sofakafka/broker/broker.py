@@ -45,6 +45,7 @@ from sofakafka.broker.context import StopRequestPartitions
 from sofakafka.broker.controlled_shutdown import ControlledShutdownSender, inter_broker_connection
 from sofakafka.broker.fetch_session import FetchSessionCache
 from sofakafka.broker.group import GroupCoordinator
+from sofakafka.broker.group_filters import SWEEP_INTERVAL_S, GroupFilterRegistry
 from sofakafka.broker.handlers import load_handlers
 from sofakafka.broker.handlers.stop_replica import (
     EPOCH_DURING_DELETE,
@@ -123,6 +124,7 @@ class Broker:
         self._producer_ids: ProducerIdManager | None = None
         self._logs_loaded = False
         self._groups: GroupCoordinatorRuntime | None = None
+        self._group_filters: GroupFilterRegistry | None = None
         self._txns: TransactionCoordinatorRuntime | None = None
         self._periodic: list[asyncio.Task[None]] = []
         self._metadata_dirty = False
@@ -213,6 +215,12 @@ class Broker:
     @property
     def metadata_cache(self) -> MetadataCache:
         return self.node.cache
+
+    @property
+    def group_filters(self) -> GroupFilterRegistry:
+        """Server-side filters of consumer groups and their members (group_filters.py)."""
+        assert self._group_filters is not None, "broker not started"
+        return self._group_filters
 
     @property
     def topic_admin(self) -> TopicAdmin:
@@ -349,6 +357,8 @@ class Broker:
                                         security=self.security.inter_broker)
         self._replication.start()
         self._groups = GroupCoordinatorRuntime.start(self)
+        self._group_filters = GroupFilterRegistry(self.store)
+        await self.run_blocking(self._group_filters.start)
         self._txns = TransactionCoordinatorRuntime.start(self, self._groups.on_txn_marker)
         self._node.cache.add_listener(self._on_metadata_changed)
         await self._apply_metadata()
@@ -628,6 +638,18 @@ class Broker:
             # The log manager owns the cleaner: its truncations and deletions pause it around their work.
             self._cleaner = lm.cleaner
             self._every("log cleaner", config.get_int("log.cleaner.backoff.ms"), lm.clean_compacted_logs)
+        self._periodic.append(asyncio.get_running_loop().create_task(self._sweep_filtered_groups(),
+                                                                     name="filtered-group members"))
+
+    async def _sweep_filtered_groups(self) -> None:
+        """Members of filtered groups that left by session expiry are dropped from what fetches are matched
+        against (group_filters.py); joins and leaves are published by their handlers at once."""
+        while True:
+            await asyncio.sleep(SWEEP_INTERVAL_S)
+            try:
+                await self.group_filters.sweep(self.group_coordinator, self.run_blocking)
+            except Exception:
+                log.exception("publishing the members of filtered groups failed")
 
     def _every(self, name: str, interval_ms: int, work: Callable[[], object]) -> None:
         if interval_ms <= 0:
@@ -714,6 +736,8 @@ class Broker:
         loop = asyncio.get_running_loop()
 
         def stop() -> None:
+            if self._group_filters is not None:
+                _quietly("group filters", self._group_filters.close)
             if self._node is not None:
                 _quietly("controller", self._node.shutdown)
             if self._replica_manager is not None:

@@ -36,6 +36,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sofakafka.ldc import LdcError, LdcModel, RoutingRules
+
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
 
@@ -180,6 +182,26 @@ def _default_log_dir() -> str:
     if home is not None and home.is_dir() and os.access(home, os.W_OK):
         return str(home / ".sofakafka" / "kafka-logs")
     return str(Path.cwd() / "sofakafka-data" / "kafka-logs")
+
+
+def _ldc_model(value: ConfigValue) -> str | None:
+    if value is None:
+        return None
+    try:
+        LdcModel.from_json(str(value))
+    except LdcError as exc:
+        return f"not an LDC model: {exc}"
+    return None
+
+
+def _router_rules(value: ConfigValue) -> str | None:
+    if value is None:
+        return None
+    try:
+        RoutingRules.from_text(str(value), "rules.json")
+    except LdcError as exc:
+        return f"not a set of routing rules: {exc}"
+    return None
 
 
 _RO = DynamicUpdateMode.READ_ONLY
@@ -349,13 +371,17 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("log.max.open.segment.files", _T.INT, 1000, "Segment files (.log, .txnindex) kept open at once; the least recently used idle ones are closed and reopened on use, so descriptors stay bounded whatever the partitions and segments (indexes are memory-mapped and hold none, as in Kafka). Not a Kafka key.", at_least(1)),
     ConfigKey("sofakafka.transaction.add.partitions.wait.ms", _T.INT, 100, "How long AddPartitionsToTxn waits for the producer's previous transaction to complete (its markers written) before answering CONCURRENT_TRANSACTIONS; 0 answers at once, as Kafka 2.6 does.", at_least(0)),
     ConfigKey("sofakafka.metadata.snapshot.interval.ops", _T.INT, 1000, "Embedded metadata store: journal records between compacted snapshots.", at_least(1)),
+    ConfigKey("sofakafka.ldc.model", _T.STRING, None, "The LDC model (instance, cells, zones, cities) as JSON, kept as a cluster-wide dynamic config; written by `sofakafka ldc`, read by LDC clients and the router (docs/ldc.md).", _ldc_model, _CW),
+    ConfigKey("sofakafka.router.rules", _T.STRING, None, "The message router's rules as JSON, kept as a cluster-wide dynamic config; written by `sofakafka router rules`, read by `sofakafka router run` (docs/ldc.md).", _router_rules, _CW),
 ]
 
 CONFIG_KEYS: Mapping[str, ConfigKey] = {k.name: k for k in _KEYS}
 
 LISTED_ONLY_WHEN_SET: frozenset[str] = frozenset({"leader.replication.throttled.rate",
-                                                  "follower.replication.throttled.rate"})
-"""Kafka keeps these outside KafkaConfig (DynamicConfig.Broker), so DescribeConfigs names them only once set."""
+                                                  "follower.replication.throttled.rate",
+                                                  "sofakafka.ldc.model", "sofakafka.router.rules"})
+"""Kafka keeps the throttle rates outside KafkaConfig (DynamicConfig.Broker), so DescribeConfigs names them only
+once set; the LDC documents are listed only once set too, so a broker's description is not padded with them."""
 
 BROKER_SYNONYMS: Mapping[str, tuple[str, ...]] = {
     "log.roll.ms": ("log.roll.ms", "log.roll.hours"),

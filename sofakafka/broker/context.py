@@ -26,6 +26,7 @@ from sofakafka.broker.bound_listener import BoundListener
 from sofakafka.broker.config import KafkaConfig
 from sofakafka.broker.fetch_session import FetchSessionCache
 from sofakafka.broker.group import GroupCoordinator
+from sofakafka.broker.group_filters import GroupFilterRegistry
 from sofakafka.broker.producer_id_manager import ProducerIdManager
 from sofakafka.broker.replica_manager import MarkerEntry, ReplicaManager
 from sofakafka.broker.replica_manager import TopicPartition as TxnPartition
@@ -144,6 +145,12 @@ class BrokerContext(CoordinatorContext, Protocol):
     @property
     def group_coordinator(self) -> GroupCoordinator:
         """Consumer groups and committed offsets (sofakafka.broker.group's API); loop thread only."""
+        ...
+
+    @property
+    def group_filters(self) -> GroupFilterRegistry:
+        """Server-side filters of consumer groups and the members they apply to (group_filters.py): the Fetch
+        handler looks clients up there, the group handlers publish members, the config handlers write."""
         ...
 
     @property

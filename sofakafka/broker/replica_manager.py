@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from sofakafka.broker.purgatory import DelayedOperation, DelayedOperationPurgatory
+from sofakafka.broker.record_filter import RecordMatcher, filter_fetched
 from sofakafka.broker.worker_threads import WorkerThreads
 from sofakafka.protocol.errors import ErrorCode, KafkaError
 from sofakafka.protocol.records import (
@@ -763,8 +764,13 @@ class ReplicaManager:
         to_magic: int | None = None,
         zstd_readable: bool = True,
         follower_reads: bool = False,
+        filters: Callable[[], Mapping[TopicPartition, RecordMatcher] | None] | None = None,
     ) -> list[FetchPartitionResult]:
         """Read every partition now; if fewer than ``min_bytes`` came back, wait in purgatory and read again.
+
+        ``filters`` (a member of a filtered consumer group, see ``group_filters``): asked at each read (so a
+        filter set while the fetch waits in purgatory applies to what it returns), it names the partitions
+        whose records are rewritten to the ones their matcher passes (``record_filter``), on the read threads.
 
         ``zstd_readable`` False (Fetch before v10): partitions of topics whose ``compression.type`` is zstd are
         answered UNSUPPORTED_COMPRESSION_TYPE, as Kafka 2.6 decides by the topic config.
@@ -783,7 +789,7 @@ class ReplicaManager:
 
         def read() -> list[FetchPartitionResult]:
             return self._read_all(partitions, isolation, max_bytes, hard_max_bytes_limit, to_magic, zstd_readable,
-                                  follower_reads and replica_id < 0)
+                                  follower_reads and replica_id < 0, None if filters is None else filters())
 
         results = await self.run_read(read)
         if max_wait_ms <= 0 or not partitions or min_bytes <= 0 or self._shutting_down:
@@ -821,15 +827,15 @@ class ReplicaManager:
             self.partitions_changed(moved)
 
     def _read_all(self, partitions: Sequence[FetchPartitionRequest], isolation: FetchIsolation, max_bytes: int,
-                  hard_max_bytes_limit: bool, to_magic: int | None, zstd_readable: bool, follower_reads: bool = False
-                  ) -> list[FetchPartitionResult]:
+                  hard_max_bytes_limit: bool, to_magic: int | None, zstd_readable: bool, follower_reads: bool = False,
+                  filters: Mapping[TopicPartition, RecordMatcher] | None = None) -> list[FetchPartitionResult]:
         out: list[FetchPartitionResult] = []
         remaining = max(0, max_bytes)
         min_one_message = not hard_max_bytes_limit
         for req in partitions:
             try:
                 result = self._read_partition(req, isolation, remaining, min_one_message, to_magic, zstd_readable,
-                                              follower_reads)
+                                              follower_reads, None if filters is None else filters.get(req.tp))
             except KafkaError as exc:
                 result = FetchPartitionResult(exc.code)
             except Exception as exc:  # one partition's failure must not fail its neighbours
@@ -843,10 +849,14 @@ class ReplicaManager:
 
     def _read_partition(self, req: FetchPartitionRequest, isolation: FetchIsolation, remaining: int,
                         min_one_message: bool, to_magic: int | None, zstd_readable: bool,
-                        follower_reads: bool = False) -> FetchPartitionResult:
+                        follower_reads: bool = False, matcher: RecordMatcher | None = None) -> FetchPartitionResult:
         followed = self.follower_logs.get(req.tp) if follower_reads and req.tp not in self._partitions else None
         if followed is not None:
             lg = followed
+            if log.isEnabledFor(logging.DEBUG):
+                # What an operator (and the local-first tests) look at to see consumers read in their own room.
+                log.debug("consumer fetch of %s-%d at offset %d served by this follower (KIP-392)", req.topic,
+                          req.partition, req.fetch_offset)
             epoch = self.follower_epochs.get(req.tp, -1)
             if 0 <= req.current_leader_epoch < epoch:
                 raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH, f"{req.topic}-{req.partition}: leader epoch "
@@ -868,6 +878,8 @@ class ReplicaManager:
         if metadata.segment_base_offset < 0 and req.fetch_offset == end_metadata.message_offset:
             metadata = end_metadata
         data = info.records.read_bytes()
+        if matcher is not None and data:
+            data, _kept, _dropped = filter_fetched(data, matcher)
         if to_magic is not None and data:
             if not lg.config.message_downconversion_enable:
                 raise KafkaError(ErrorCode.UNSUPPORTED_VERSION,

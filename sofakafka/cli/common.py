@@ -113,6 +113,14 @@ def read_properties(path: str) -> dict[str, str]:
     return props
 
 
+def read_text_file(path: str) -> str:
+    """A file a tool was pointed at (a model, rules, ...), as UTF-8; a usage error naming it when unreadable."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
 def _int_property(props: Mapping[str, str], key: str, path: str) -> int | None:
     if key not in props:
         return None

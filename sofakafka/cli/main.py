@@ -22,7 +22,10 @@ from sofakafka.cli import (
     console_consumer,
     console_producer,
     consumer_groups,
+    filters,
+    ldc,
     reassign_partitions,
+    router,
     serve,
     topics,
     transactions,
@@ -52,6 +55,9 @@ TOOLS: tuple[Tool, ...] = (
     users,
     acls,
     cluster,
+    ldc,
+    filters,
+    router,
 )
 VERBS: dict[str, Tool] = {tool.VERB: tool for tool in TOOLS}
 

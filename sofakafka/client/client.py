@@ -86,6 +86,9 @@ class ConfigResourceType(IntEnum):
     TOPIC = 2
     BROKER = 4
     BROKER_LOGGER = 8
+    GROUP = 32
+    """Kafka 3.8's number (KIP-848); sofakafka keeps a group's server-side filter there. Answered by the
+    group's coordinator: pass its id as ``node_id``."""
     USER = 100
     """sofakafka's own: SCRAM users through DescribeConfigs/IncrementalAlterConfigs (sofakafka.broker.handlers._scram_users)."""
 
@@ -662,10 +665,12 @@ class KafkaClient:
 
     def describe_configs(self, resources: Sequence[tuple[int, str, Sequence[str] | None]], *,
                          include_synonyms: bool = False,
-                         include_documentation: bool = False) -> list[ConfigResourceResult]:
-        """``resources``: (resource type, name, config keys or None for all)."""
+                         include_documentation: bool = False,
+                         node_id: int | None = None) -> list[ConfigResourceResult]:
+        """``resources``: (resource type, name, config keys or None for all). ``node_id`` sends them all to
+        that broker (a group's coordinator for GROUP resources)."""
         out: list[ConfigResourceResult] = []
-        for node, group in self._group_by_config_node([(t, n) for t, n, _ in resources]).items():
+        for node, group in self._group_by_config_node([(t, n) for t, n, _ in resources], node_id).items():
             wanted = [r for r in resources if (r[0], r[1]) in group]
             request = DescribeConfigsRequest(
                 resources=[
@@ -698,17 +703,18 @@ class KafkaClient:
                                                 ErrorCode.for_code(r.error_code), r.error_message, entries))
         return out
 
-    def _group_by_config_node(self, resources: Sequence[tuple[int, str]]) -> dict[int | None, set[tuple[int, str]]]:
+    def _group_by_config_node(self, resources: Sequence[tuple[int, str]], node_id: int | None = None
+                              ) -> dict[int | None, set[tuple[int, str]]]:
         groups: dict[int | None, set[tuple[int, str]]] = {}
         for t, n in resources:
-            groups.setdefault(self._config_node(t, n), set()).add((t, n))
+            groups.setdefault(node_id if node_id is not None else self._config_node(t, n), set()).add((t, n))
         return groups
 
     def alter_configs(self, resources: Mapping[tuple[int, str], Mapping[str, str | None]], *,
-                      validate_only: bool = False) -> list[ConfigResourceResult]:
+                      validate_only: bool = False, node_id: int | None = None) -> list[ConfigResourceResult]:
         """The legacy, non-incremental AlterConfigs: each resource's dynamic configs become exactly these."""
         out: list[ConfigResourceResult] = []
-        for node, group in self._group_by_config_node(list(resources)).items():
+        for node, group in self._group_by_config_node(list(resources), node_id).items():
             request = AlterConfigsRequest(
                 resources=[
                     AlterConfigsRequest.AlterConfigsResource(
@@ -727,12 +733,12 @@ class KafkaClient:
 
     def incremental_alter_configs(
         self, resources: Mapping[tuple[int, str], Sequence[tuple[str, int, str | None]]], *,
-        validate_only: bool = False,
+        validate_only: bool = False, node_id: int | None = None,
     ) -> list[ConfigResourceResult]:
         """``resources[(type, name)]`` lists (config name, AlterConfigOp, value) operations."""
         out: list[ConfigResourceResult] = []
         res_cls = IncrementalAlterConfigsRequest.AlterConfigsResource
-        for node, group in self._group_by_config_node(list(resources)).items():
+        for node, group in self._group_by_config_node(list(resources), node_id).items():
             request = IncrementalAlterConfigsRequest(
                 resources=[
                     res_cls(resource_type=t, resource_name=n,

@@ -143,6 +143,12 @@ class GroupAdmin:
     def _at_coordinator(self, group_id: str, what: str, call: Callable[[int], T]) -> T:
         return self._until(lambda: call(self._find_coordinator_once(group_id)), what)
 
+    def at_coordinator(self, group_id: str, what: str, call: Callable[[int], T]) -> T:
+        """``call(coordinator node id)``, found again and retried while it raises a coordinator error
+        (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...) until the client's request timeout: for requests
+        about a group outside the group APIs (its configs)."""
+        return self._at_coordinator(group_id, what, call)
+
     # -- ListGroups ------------------------------------------------------------------------------------------
     def list_groups(self, states: Sequence[str] = ()) -> list[GroupListing]:
         """Every group of every live broker, sorted by id; ``states`` filters by state (done here too when

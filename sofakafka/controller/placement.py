@@ -19,6 +19,12 @@ Public API::
 * Rack-aware (every broker has a rack): the same walk over a broker list that alternates racks, skipping a
   broker whose rack already holds a replica (while some rack holds none) or that already holds one.
 * A mix of brokers with and without racks is refused, as Kafka refuses it.
+* Local-first (racks are machine rooms, docs/ldc.md): Kafka's walk already gives each rack leaderships in
+  proportion to its brokers when there are at least as many partitions as brokers. With fewer, a rack could
+  lead none of the topic, and its local-first producers would have no local partition; so when a rack leads
+  nothing while another leads several, a partition of the busiest rack that has a replica in the idle rack is
+  given that replica as its preferred leader (:func:`give_every_rack_a_leader`). Brokers then still lead 0
+  or 1 partitions each, and assignments Kafka would make with every rack leading stay exactly Kafka's.
 
 ``start`` and ``shift`` are random unless ``fixed_start_index`` is given (Kafka uses that when adding
 partitions, so new partitions continue where partition 0 began). Pass ``rng=random.Random(seed)`` for
@@ -74,7 +80,32 @@ def assign_replicas_to_brokers(
             ErrorCode.UNKNOWN_SERVER_ERROR, "Not all brokers have rack information for replica rack aware assignment."
         )
     racks = {b.id: b.rack for b in metadata if b.rack is not None}
-    return _rack_aware(racks, num_partitions, replication_factor, fixed_start_index, start_partition_id, rng)
+    assignment = _rack_aware(racks, num_partitions, replication_factor, fixed_start_index, start_partition_id, rng)
+    return give_every_rack_a_leader(assignment, racks)
+
+
+def give_every_rack_a_leader(assignment: Mapping[int, Sequence[int]],
+                             broker_racks: Mapping[int, str]) -> dict[int, list[int]]:
+    """The assignment with preferred leaders moved so that every rack leads a partition, where a partition
+    led by a rack leading several has a replica in the rack leading none (see the module docstring)."""
+    result = {p: list(replicas) for p, replicas in assignment.items()}
+    leads: dict[str, list[int]] = {rack: [] for rack in sorted(set(broker_racks.values()))}
+    for p in sorted(result):
+        leads[broker_racks[result[p][0]]].append(p)
+    for idle in [rack for rack, led in leads.items() if not led]:
+        donors = sorted((rack for rack, led in leads.items() if len(led) > 1), key=lambda r: (-len(leads[r]), r))
+        for donor in donors:
+            movable = [p for p in leads[donor] if any(broker_racks[b] == idle for b in result[p][1:])]
+            if movable:
+                p = movable[-1]
+                replicas = result[p]
+                chosen = next(b for b in replicas[1:] if broker_racks[b] == idle)
+                replicas.remove(chosen)
+                replicas.insert(0, chosen)
+                leads[donor].remove(p)
+                leads[idle].append(p)
+                break
+    return result
 
 
 def _follower_index(first_replica_index: int, shift: int, replica_index: int, num_brokers: int) -> int:

@@ -302,6 +302,12 @@ class GroupCoordinator:
         """The live groups, for tests and tools; callers must not mutate them."""
         return self._groups
 
+    def coordinator_error(self, group_id: str) -> ErrorCode | None:
+        """None when this coordinator serves ``group_id`` now, else the error a request about it gets
+        (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...): for handlers that act on a group outside
+        the group APIs (its configs)."""
+        return self._validate(group_id, allow_empty_id=False)
+
     # ------------------------------------------------------------------ common checks
 
     def _validate(self, group_id: str | None, allow_empty_id: bool) -> ErrorCode | None:

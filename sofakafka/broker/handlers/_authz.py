@@ -59,8 +59,10 @@ def split_config_resources(ctx: RequestContext, resources: Iterable[R],
                            operation: AclOperation) -> tuple[list[R], list[tuple[R, ErrorCode]]]:
     """The config resources the principal may ``operation`` (DESCRIBE_CONFIGS or ALTER_CONFIGS), and the others
     with the error each gets, as Kafka 2.6 splits a request (and answers the refused ones after the rest):
-    topics are checked on the topic (TOPIC_AUTHORIZATION_FAILED), everything else, brokers, broker loggers and
-    our users, on the cluster (CLUSTER_AUTHORIZATION_FAILED)."""
+    topics are checked on the topic (TOPIC_AUTHORIZATION_FAILED), everything else, brokers, broker loggers,
+    our users and groups' filters (type 32), on the cluster (CLUSTER_AUTHORIZATION_FAILED). Kafka 3.8 checks
+    group configs on the group, but Kafka 2.6's ACLs (ours) give a group no DescribeConfigs/AlterConfigs, so a
+    filter, which limits what a group's members may read, is an operator's cluster-level change."""
     allowed: list[R] = []
     refused: list[tuple[R, ErrorCode]] = []
     for r in resources:

@@ -38,12 +38,14 @@ from sofakafka.broker.config import (
 )
 from sofakafka.broker.handlers import RequestContext, handles
 from sofakafka.broker.handlers import _authz as authz
+from sofakafka.broker.handlers._group_configs import RESOURCE_GROUP, apply_group_configs
 from sofakafka.broker.handlers.describe_configs import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
     parse_broker_resource,
 )
 from sofakafka.controller.topics import validate_topic_name
+from sofakafka.ldc import LdcError, LdcModel, RoutingRules
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode, KafkaError
 from sofakafka.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
@@ -51,7 +53,7 @@ from sofakafka.storage.config import TOPIC_CONFIG_NAMES
 
 ResourceResponse = AlterConfigsResponse.AlterConfigsResourceResponse
 
-_TYPE_NAMES = {RESOURCE_TOPIC: "TOPIC", RESOURCE_BROKER: "BROKER", 8: "BROKER_LOGGER"}
+_TYPE_NAMES = {RESOURCE_TOPIC: "TOPIC", RESOURCE_BROKER: "BROKER", 8: "BROKER_LOGGER", RESOURCE_GROUP: "GROUP"}
 
 
 def resource_repr(resource_type: int, name: str) -> str:
@@ -62,6 +64,22 @@ def resource_repr(resource_type: int, name: str) -> str:
 def invalid_value(resource_type: int, name: str, reason: str) -> KafkaError:
     return KafkaError(ErrorCode.INVALID_REQUEST,
                       f"Invalid config value for resource {resource_repr(resource_type, name)}: {reason}")
+
+
+def validate_ldc_configs(configs: Mapping[str, str]) -> None:
+    """The routing rules name only cells of the stored model: checked on the cluster-default entity's whole
+    new config set, so neither a rule naming an unknown cell nor a model that drops a cell a rule uses is
+    ever stored."""
+    rules_text = configs.get("sofakafka.router.rules")
+    if not rules_text:
+        return
+    model_text = configs.get("sofakafka.ldc.model")
+    if not model_text:
+        raise ConfigError("sofakafka.router.rules", "routing rules need an LDC model (set sofakafka.ldc.model)")
+    try:
+        RoutingRules.from_text(rules_text, "rules.json").check(LdcModel.from_json(model_text))
+    except LdcError as exc:
+        raise ConfigError("sofakafka.router.rules", f"does not fit sofakafka.ldc.model: {exc}") from None
 
 
 def validate_broker_configs(broker_id: int | None, configs: Mapping[str, str]) -> None:
@@ -92,6 +110,8 @@ def validate_broker_configs(broker_id: int | None, configs: Mapping[str, str]) -
         # prefixes; Kafka lets it be set cluster-wide or per broker.
         if LISTENER_MAX_CONNECTIONS_RE.fullmatch(key_name):
             parse_max_connections(key_name, value)
+    if broker_id is None:
+        validate_ldc_configs(configs)
 
 
 def unknown_topic_as_kafka_answers(exc: KafkaError) -> KafkaError:
@@ -136,9 +156,11 @@ async def apply_configs(ctx: RequestContext, resource_type: int, name: str, conf
         await apply_topic_configs(ctx, name, configs, validate_only)
     elif resource_type == RESOURCE_BROKER:
         await apply_broker_configs(ctx, name, configs, validate_only)
+    elif resource_type == RESOURCE_GROUP:
+        await apply_group_configs(ctx, name, configs, validate_only)
     else:
         raise KafkaError(ErrorCode.INVALID_REQUEST,
-                         f"AlterConfigs is only supported for topics and brokers, but resource type is "
+                         f"AlterConfigs is only supported for topics, brokers and groups, but resource type is "
                          f"{_TYPE_NAMES.get(resource_type, resource_type)}")
 
 

@@ -5,7 +5,8 @@ Topic resources (type 2) list every topic config Kafka 2.6 has, with the topic's
 broker key it comes from (``log.segment.bytes`` for ``segment.bytes``: dynamic broker, dynamic cluster
 default, static from server.properties, or Kafka's default). Broker resources (type 4) name this broker's
 id and list every broker key with its effective value; the empty name is the cluster-wide default entity,
-which lists only the dynamic defaults set on it. Broker-logger resources (type 8, KIP-412) name this broker
+which lists only the dynamic defaults set on it. Group resources (type 32, Kafka 3.8's number) list the
+group's stored filter keys (``_group_configs``). Broker-logger resources (type 8, KIP-412) name this broker
 and list every logger of the process with its effective level in log4j's words (``root`` is the root
 logger). Any other broker id is INVALID_REQUEST (the client must ask that broker), an unknown topic
 UNKNOWN_TOPIC_OR_PARTITION, an illegal topic name INVALID_TOPIC_EXCEPTION, other resource types
@@ -58,6 +59,7 @@ from sofakafka.broker.config import (
 from sofakafka.broker.handlers import RequestContext, handles
 from sofakafka.broker.handlers import _authz as authz
 from sofakafka.broker.handlers import _scram_users as scram_users
+from sofakafka.broker.handlers._group_configs import RESOURCE_GROUP, group_config_entries, read_group_config
 from sofakafka.controller.topics import validate_topic_name
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode, KafkaError
@@ -370,6 +372,13 @@ def describe_resource(ctx: RequestContext, resource_type: int, name: str, keys: 
 
         def describe() -> list[ConfigEntryView]:
             return logger_entries(keys)
+    elif resource_type == RESOURCE_GROUP:
+        stored = read_group_config(ctx, name)
+
+        def describe() -> list[ConfigEntryView]:
+            return [ConfigEntryView(name=k, value=v, source=source, read_only=False, is_sensitive=False,
+                                    config_type=config_type, documentation=None)
+                    for k, v, source, config_type in group_config_entries(stored, keys)]
     else:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type} for DescribeConfigs")
     return describe()
@@ -383,10 +392,10 @@ async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsR
     allowed, refused = authz.split_config_resources(ctx, request.resources, authz.AclOperation.DESCRIBE_CONFIGS)
     for resource in allowed:
         keys = resource.configuration_keys or None
-        # An unknown resource type is echoed as UNKNOWN (0), as Kafka's ConfigResource.Type.forId makes it
-        # (our own USER type, 100, is known to us).
+        # An unknown resource type is echoed as UNKNOWN (0), as Kafka's ConfigResource.Type.forId makes it;
+        # GROUP (32) is known here, as in Kafka 3.8+, and so is our own USER type (100).
         known_type = resource.resource_type in (RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER,
-                                                scram_users.RESOURCE_USER)
+                                                RESOURCE_GROUP, scram_users.RESOURCE_USER)
         result = Result(resource_type=resource.resource_type if known_type else 0,
                         resource_name=resource.resource_name, error_message=None)
         if resource.resource_type == scram_users.RESOURCE_USER:

@@ -16,6 +16,11 @@ UNKNOWN_LEADER_EPOCH); v11 rack id and ``preferred_read_replica`` (KIP-392, see 
 rack-aware selector a consumer in another rack is sent to a follower in its own, which serves v11+ consumer
 fetches up to its high watermark).
 
+Server-side filtering: a consumer that is a member of a group with a filter (``group_filters``: known by
+its client id and host, since a Fetch names no group) gets the records of its subscribed topics rewritten to
+the ones the filter passes, offsets kept (``record_filter``); every other fetch looks its client up once in
+an index, finds nothing, and gets the stored bytes untouched.
+
 Authorization (with an authorizer, as Kafka 2.6): a follower fetch needs CLUSTER_ACTION on the cluster, else
 every partition is TOPIC_AUTHORIZATION_FAILED; a consumer needs READ on each topic, else that topic's
 partitions are TOPIC_AUTHORIZATION_FAILED (the others are served).
@@ -39,6 +44,7 @@ from collections.abc import Awaitable, Callable
 from sofakafka.broker.fetch_session import FetchContext
 from sofakafka.broker.handlers import RawResponse, RequestContext, handles
 from sofakafka.broker.handlers import _authz as authz
+from sofakafka.broker.record_filter import RecordMatcher
 from sofakafka.broker.replica_manager import FetchPartitionRequest, FetchPartitionResult
 from sofakafka.broker.replica_selector import RACK_AWARE_REPLICA_SELECTOR, preferred_read_replica
 from sofakafka.broker.replication_quota import leader_throttled
@@ -93,6 +99,9 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> RawRespons
         fetch_ctx = FetchContext(requested)
     preferred = _preferred_read_replicas(ctx, request, fetch_ctx.partitions) if version >= 11 else {}
 
+    def filters() -> dict[tuple[str, int], RecordMatcher] | None:
+        return _group_filters(ctx, request, fetch_ctx.partitions)
+
     denied = _unauthorized(ctx, request, fetch_ctx.partitions)
 
     async def fetch(partitions: list[FetchPartitionRequest], max_wait_ms: int,
@@ -116,6 +125,7 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> RawRespons
             to_magic=_down_conversion_magic(version),
             zstd_readable=version >= 10,
             follower_reads=version >= 11,
+            filters=None if request.replica_id >= 0 else filters,
         )
 
     # KIP-73: a follower's throttled partitions may be held back; see replication_quota.
@@ -175,6 +185,23 @@ async def _fetch_holding_back(
         else:
             out.append(next(free_results))
     return out
+
+
+def _group_filters(ctx: RequestContext, request: FetchRequest,
+                   partitions: list[FetchPartitionRequest]) -> dict[tuple[str, int], RecordMatcher] | None:
+    """The partitions whose records must pass a filter: the fetching client is a member of a filtered group
+    subscribed to their topic (``group_filters``). None for every other fetch, which stays untouched."""
+    if request.replica_id >= 0:
+        return None
+    found = ctx.broker.group_filters.lookup(ctx.client_id, ctx.client_host)
+    if found is None:
+        return None
+    out: dict[tuple[str, int], RecordMatcher] = {}
+    for req in partitions:
+        matcher = found.for_topic(req.topic)
+        if matcher is not None:
+            out[req.tp] = matcher
+    return out or None
 
 
 def _preferred_read_replicas(ctx: RequestContext, request: FetchRequest,

@@ -33,6 +33,7 @@ from sofakafka.broker.config import CONFIG_KEYS, ConfigType, format_value
 from sofakafka.broker.handlers import RequestContext, handles
 from sofakafka.broker.handlers import _authz as authz
 from sofakafka.broker.handlers import _scram_users as scram_users
+from sofakafka.broker.handlers._group_configs import RESOURCE_GROUP, read_group_config
 from sofakafka.broker.handlers.alter_configs import apply_configs, unknown_topic_as_kafka_answers
 from sofakafka.broker.handlers.describe_configs import (
     LOG_LEVELS,
@@ -45,6 +46,7 @@ from sofakafka.broker.handlers.describe_configs import (
     python_logger,
     read_topic_overrides,
 )
+from sofakafka.ldc.filters import FILTER_CONFIG_PREFIX
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode, KafkaError
 from sofakafka.protocol.messages.incremental_alter_configs import (
@@ -68,6 +70,8 @@ _TOPIC_LIST_KEYS = frozenset({
 def _is_list(resource_type: int, name: str) -> bool:
     if resource_type == RESOURCE_TOPIC:
         return name in _TOPIC_LIST_KEYS
+    if resource_type == RESOURCE_GROUP:
+        return name.startswith(FILTER_CONFIG_PREFIX)  # every filter key is a list of alternatives
     key = CONFIG_KEYS.get(name)
     return key is not None and key.type is ConfigType.LIST
 
@@ -75,6 +79,8 @@ def _is_list(resource_type: int, name: str) -> bool:
 def _default(resource_type: int, name: str) -> str:
     if resource_type == RESOURCE_TOPIC:
         return LogConfig().to_props().get(name, "")
+    if resource_type == RESOURCE_GROUP:
+        return ""
     key = CONFIG_KEYS.get(name)
     return (format_value(key, key.default) or "") if key is not None else ""
 
@@ -108,7 +114,10 @@ def apply_operations(resource_type: int, current: Mapping[str, str], ops: Sequen
                         items.append(item)
             else:
                 items = [i for i in items if i not in change]
-            result[op.name] = ",".join(items)
+            if not items and resource_type == RESOURCE_GROUP:
+                result.pop(op.name, None)  # a filter condition with no alternative left is no condition
+            else:
+                result[op.name] = ",".join(items)
         else:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op.config_operation} for {op.name}")
     return result
@@ -150,9 +159,11 @@ def _current(ctx: RequestContext, resource_type: int, name: str) -> Mapping[str,
         broker_id = parse_broker_resource(ctx, name)
         current: Mapping[str, str] = ctx.broker.topic_admin.broker_config(broker_id)
         return current
+    if resource_type == RESOURCE_GROUP:
+        return read_group_config(ctx, name)
     raise KafkaError(ErrorCode.INVALID_REQUEST,
-                     f"IncrementalAlterConfigs is only supported for topics and brokers, not resource type "
-                     f"{resource_type}")
+                     f"IncrementalAlterConfigs is only supported for topics, brokers and groups, not resource "
+                     f"type {resource_type}")
 
 
 @handles(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)

@@ -35,5 +35,9 @@ async def handle_join_group(ctx: RequestContext, request: JoinGroupRequest) -> J
         if ctx.api_version >= 7:
             denied.protocol_name = None  # nullable from v7, and null in Kafka's answer
         return denied
-    return await wait_for(ctx.broker.group_coordinator.join_group(
+    response = await wait_for(ctx.broker.group_coordinator.join_group(
         request, ctx.api_version, ctx.client_id or "", "/" + ctx.client_host))
+    # A member of a filtered group is known to every broker before it is answered (group_filters).
+    broker = ctx.broker
+    await broker.group_filters.publish_members(broker.group_coordinator, request.group_id, broker.run_blocking)
+    return response

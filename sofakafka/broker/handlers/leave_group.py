@@ -27,4 +27,8 @@ from sofakafka.protocol.messages.leave_group import LeaveGroupRequest, LeaveGrou
 async def handle_leave_group(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
     if not authz.authorize(ctx, authz.AclOperation.READ, authz.ResourceType.GROUP, request.group_id):
         return LeaveGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    return await wait_for(ctx.broker.group_coordinator.leave_group(request, ctx.api_version))
+    response = await wait_for(ctx.broker.group_coordinator.leave_group(request, ctx.api_version))
+    # A member of a filtered group is known to every broker before it is answered (group_filters).
+    broker = ctx.broker
+    await broker.group_filters.publish_members(broker.group_coordinator, request.group_id, broker.run_blocking)
+    return response

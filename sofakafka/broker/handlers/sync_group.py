@@ -29,4 +29,8 @@ from sofakafka.protocol.messages.sync_group import SyncGroupRequest, SyncGroupRe
 async def handle_sync_group(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
     if not authz.authorize(ctx, authz.AclOperation.READ, authz.ResourceType.GROUP, request.group_id):
         return SyncGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    return await wait_for(ctx.broker.group_coordinator.sync_group(request, ctx.api_version))
+    response = await wait_for(ctx.broker.group_coordinator.sync_group(request, ctx.api_version))
+    # A member of a filtered group is known to every broker before it is answered (group_filters).
+    broker = ctx.broker
+    await broker.group_filters.publish_members(broker.group_coordinator, request.group_id, broker.run_blocking)
+    return response

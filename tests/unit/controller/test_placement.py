@@ -185,3 +185,26 @@ def test_rack_alternated_list_is_a_permutation_alternating_while_racks_last(rack
     # The first round takes one broker from each rack, in rack order.
     rack_names = sorted(set(racks.values()))
     assert [racks[b] for b in order[: len(rack_names)]] == rack_names
+
+
+def test_a_small_room_leads_a_partition_of_a_topic_with_fewer_partitions_than_brokers() -> None:
+    # Room b has one broker of four: Kafka's walk over [0, 3, 1, 2] gives two partitions starting at index 2
+    # to brokers 1 and 2, both in room a; room b's local-first producers would have nothing local.
+    racks = {0: "a", 1: "a", 2: "a", 3: "b"}
+    for start in range(4):
+        assignment = assign_replicas_to_brokers(brokers(list(racks), racks), 2, 2, fixed_start_index=start)
+        assert {racks[r[0]] for r in assignment.values()} == {"a", "b"}, (start, assignment)
+        assert all({racks[b] for b in r} == {"a", "b"} for r in assignment.values())
+
+
+@given(cluster(racks=True))
+def test_every_rack_leads_when_partitions_and_replicas_allow(case: tuple[list[BrokerMetadata], int, int, int]) -> None:
+    metadata, partitions, rf, seed = case
+    racks = {b.id: b.rack for b in metadata}
+    rack_count = len(set(racks.values()))
+    assignment = assign_replicas_to_brokers(metadata, partitions, rf, rng=random.Random(seed))
+    leading = {racks[r[0]] for r in assignment.values()}
+    if partitions >= rack_count and rf >= rack_count:
+        assert len(leading) == rack_count
+    else:
+        assert len(leading) >= min(partitions, 1)
