@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from sofakafka.broker.bound_listener import BoundListener
+from sofakafka.broker.client_quotas import ClientQuotaManager
 from sofakafka.broker.config import LONG_MAX, KafkaConfig
 from sofakafka.broker.context import StopRequestPartitions
 from sofakafka.broker.controlled_shutdown import ControlledShutdownSender, inter_broker_connection
@@ -77,6 +78,7 @@ from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import DecodeError, ErrorCode, KafkaError
 from sofakafka.protocol.messages.stop_replica import StopReplicaResponse
 from sofakafka.security.authorizer import AclAuthorizer
+from sofakafka.security.quotas import QuotaTable
 from sofakafka.security.store import SecurityMetadata
 from sofakafka.storage.cleaner import LogCleaner
 from sofakafka.storage.config import LogConfig
@@ -109,6 +111,11 @@ class Broker:
         self.security = BrokerSecurity(config)
         self.server = SocketServer(self, config, self.security)
         self.fetch_sessions = FetchSessionCache(config.get_int("max.incremental.fetch.session.cache.slots"))
+        self.client_quotas = ClientQuotaManager(
+            self._quota_table, samples=config.get_int("quota.window.num"),
+            window_seconds=config.get_int("quota.window.size.seconds"),
+            static_producer=config.get_int("quota.producer.default"),
+            static_consumer=config.get_int("quota.consumer.default"))
         self._background = ThreadPoolExecutor(2, thread_name_prefix="background")
         # The controller's StopReplica requests to other brokers; one slow broker must not hold up the others.
         self._stop_replica_sends = ThreadPoolExecutor(4, thread_name_prefix="stop-replica")
@@ -206,6 +213,10 @@ class Broker:
     def security_metadata(self) -> SecurityMetadata | None:
         """SCRAM users and ACLs in the metadata tree (None until the broker has opened its store)."""
         return self.security.metadata
+
+    def _quota_table(self) -> QuotaTable:
+        metadata = self.security.metadata
+        return metadata.client_quotas() if metadata is not None else {}
 
     @property
     def inter_broker_security(self) -> ClientSecurity | None:

@@ -49,10 +49,12 @@ import logging
 import socket
 import struct
 import time
-from collections.abc import Sequence
+import types
+from collections.abc import Awaitable, Coroutine, Generator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
+from sofakafka.broker.client_quotas import REQUEST_QUOTA_EXEMPT, client_throttles
 from sofakafka.broker.context import BrokerContext
 from sofakafka.broker.handlers import HandlerSpec, RawResponse, RequestContext, lookup
 from sofakafka.broker.handlers.api_versions import unsupported_version_response
@@ -66,11 +68,12 @@ from sofakafka.protocol.headers import (
     decode_request_header,
     response_header_version,
 )
-from sofakafka.protocol.schema import Request, Response
+from sofakafka.protocol.schema import FieldSpec, Request, Response, in_range
 from sofakafka.security.principal import ANONYMOUS, PrincipalMappingError
 from sofakafka.security.sasl import IllegalSaslStateError, SaslAuthenticationError, SaslAuthenticator
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 _SIZE = struct.Struct(">i")
 _SCRATCH_BYTES = 32 * 1024
@@ -140,6 +143,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._idle_timer: asyncio.TimerHandle | None = None
         self._connection_state: dict[str, object] = {}
         self.requests_handled = 0
+        # KIP-219: while a quota throttles this client the connection reads nothing (muted until this loop time).
+        self._muted_until = 0.0
+        self._unmute_timer: asyncio.TimerHandle | None = None
 
     # -- transport callbacks -------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -199,6 +205,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._idle_timer.cancel()
         if self._auth_timer is not None:
             self._auth_timer.cancel()
+        if self._unmute_timer is not None:
+            self._unmute_timer.cancel()
         self._pending.clear()
         self._frame = None
         self.server.connection_closed(self)
@@ -345,6 +353,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             principal=sasl.principal or ANONYMOUS if sasl is not None else self.principal,
             connection_state=self._connection_state,
             close_connection=self.close_for,
+            request_size=len(frame) + 4,
         )
         task = asyncio.get_running_loop().create_task(self._run(spec, ctx, body, slot))
         self._tasks.add(task)
@@ -379,7 +388,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         header = ctx.header
         result: Response | RawResponse | None
         try:
-            result = await spec.handler(ctx, body)
+            result = await _timed(spec.handler(ctx, body), ctx.handler_seconds)
         except KafkaError as exc:
             log.info("%s v%d from %s failed with %s: %s", _api_name(ctx.api_key), ctx.api_version, self.peer,
                      exc.code.name, exc.message)
@@ -398,6 +407,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._finish(slot, None)
                 self.close_for(f"{_api_name(ctx.api_key)} failed and its response cannot carry an error")
                 return
+        self._apply_request_quota(ctx, result)
+        throttle_ms = ctx.throttle_ms
+        if throttle_ms > 0:
+            self._mute_for(throttle_ms)
+            if result is not None and not client_throttles(ctx.api_key, ctx.api_version):
+                # A client from before KIP-219 does not throttle itself: the broker holds the response back.
+                await asyncio.sleep(throttle_ms / 1000)
         if result is None:
             self._finish(slot, None)
             return
@@ -410,6 +426,33 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.close_for("response could not be encoded")
             return
         self._finish(slot, chunks)
+
+    def _apply_request_quota(self, ctx: RequestContext, result: Response | RawResponse | None) -> None:
+        """Record the request's handling time against the request-time quota (KIP-124), unless the handler did
+        (Produce, Fetch) or the API is exempt, and put the throttle time into the response."""
+        quotas = self.server.broker.client_quotas
+        if not ctx.quota_done and ctx.api_key not in REQUEST_QUOTA_EXEMPT:
+            throttle = quotas.record_request_time(ctx.principal, ctx.client_id, ctx.handler_seconds[0])
+            ctx.throttle_ms = max(ctx.throttle_ms, throttle)
+        if ctx.throttle_ms > 0 and isinstance(result, Response):
+            spec = _throttle_field(type(result))
+            if spec is not None and in_range(ctx.api_version, spec.versions):
+                result.throttle_time_ms = max(result.throttle_time_ms, ctx.throttle_ms)  # type: ignore[attr-defined]
+
+    def _mute_for(self, throttle_ms: int) -> None:
+        loop = asyncio.get_running_loop()
+        until = loop.time() + throttle_ms / 1000
+        if until <= self._muted_until:
+            return
+        self._muted_until = until
+        if self._unmute_timer is not None:
+            self._unmute_timer.cancel()
+        self._unmute_timer = loop.call_at(until, self._unmute)
+        self._update_reading()
+
+    def _unmute(self) -> None:
+        self._unmute_timer = None
+        self._update_reading()
 
     def _encode(self, header: RequestHeader, result: Response | RawResponse, version: int | None = None
                 ) -> Sequence[bytes | bytearray | memoryview]:
@@ -485,8 +528,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.transport is None or self._closing:
             return
         too_many = len(self._pending) >= self.server.max_inflight
+        muted = self._unmute_timer is not None
         want = (not self._write_paused and not too_many and not self.server.shutting_down
-                and not self._close_when_drained)
+                and not self._close_when_drained and not muted)
         if want and not self._reading:
             self._reading = True
             self.transport.resume_reading()
@@ -557,6 +601,40 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     async def wait_closed(self) -> None:
         await self._closed
+
+
+@types.coroutine
+def _timed(coro: Awaitable[_T], seconds: list[float]) -> Generator[object, object, _T]:
+    """Drive ``coro`` step by step, adding the time each step runs on the loop to ``seconds[0]``: a request's
+    handling time without its waits (purgatory, worker threads), what Kafka's request-time quota measures."""
+    assert isinstance(coro, Coroutine), "handlers are coroutines"
+    send: object = None
+    error: BaseException | None = None
+    clock = time.perf_counter
+    while True:
+        start = clock()
+        try:
+            yielded = coro.throw(error) if error is not None else coro.send(send)
+        except StopIteration as done:
+            seconds[0] += clock() - start
+            result: _T = done.value
+            return result
+        except BaseException:
+            seconds[0] += clock() - start
+            raise
+        seconds[0] += clock() - start
+        error = None
+        try:
+            send = yield yielded
+        except BaseException as exc:  # noqa: BLE001 - passed on into the coroutine, as await does
+            error, send = exc, None
+
+
+def _throttle_field(cls: type[Response]) -> FieldSpec | None:
+    for spec in cls.fields():
+        if spec.name == "throttle_time_ms":
+            return spec
+    return None
 
 
 def _now_ms() -> int:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
 from sofakafka.broker.bound_listener import BoundListener
+from sofakafka.broker.client_quotas import ClientQuotaManager
 from sofakafka.broker.config import KafkaConfig
 from sofakafka.broker.fetch_session import FetchSessionCache
 from sofakafka.broker.group import GroupCoordinator
@@ -178,6 +179,11 @@ class BrokerContext(CoordinatorContext, Protocol):
     def authorizer(self) -> AclAuthorizer | None:
         """Kafka's ACL authorizer when ``authorizer.class.name`` is set; None means every request is allowed
         (broker/handlers/_authz.py is how handlers ask it)."""
+        ...
+
+    @property
+    def client_quotas(self) -> ClientQuotaManager:
+        """Client quota sensors (KIP-13/124): handlers record bytes and request time, get throttle times."""
         ...
 
     @property

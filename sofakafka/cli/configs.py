@@ -2,7 +2,8 @@
 
 ``describe`` (dynamic configs, or ``--all``) and ``alter`` (``--add-config k1=v1,k2=[a,b]``,
 ``--delete-config k1,k2``) of topics, brokers (``--entity-default``: the cluster-wide default) and broker
-loggers, with Kafka 2.6's output lines; ``--entity-type users`` takes kafka-configs' SCRAM syntax (users.py). Alterations go through IncrementalAlterConfigs; a broker older than
+loggers, with Kafka 2.6's output lines; ``--entity-type users`` takes kafka-configs' SCRAM syntax (users.py), and
+``--entity-type users``/``clients`` (alone or both) take client quota keys (quotas.py, through AlterClientQuotas). Alterations go through IncrementalAlterConfigs; a broker older than
 2.3 gets AlterConfigs with the whole dynamic set, read first, as the tool of that age did.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from sofakafka.cli import common, users
+from sofakafka.cli import common, quotas, users
 from sofakafka.cli.common import UsageError, err
 from sofakafka.client import (
     AlterConfigOp,
@@ -23,6 +24,7 @@ from sofakafka.client import (
     UnsupportedApiError,
 )
 from sofakafka.protocol.errors import ErrorCode, KafkaError
+from sofakafka.security.quotas import QUOTA_KEYS
 
 VERB = "configs"
 SUMMARY = "describe or alter topic and broker configs (kafka-configs.sh)"
@@ -72,27 +74,60 @@ def _source_name(source: int) -> str:
 
 def run_configs(args: argparse.Namespace) -> int:
     action = common.chosen_action(args, ACTIONS)
-    if args.entity_type == "users":
+    types: list[str] = args.entity_type
+    names: list[str | None] = args.entity_names or []
+    add = split_config_list(",".join(args.add_config or []))
+    delete = common.comma_list(",".join(args.delete_config or []))
+    if len(names) > len(types):
+        raise UsageError("more --entity-name/--entity-default than --entity-type")
+    if "clients" in types or len(types) > 1:
+        if sorted(types) not in (["clients"], ["clients", "users"]):
+            raise UsageError("only users and clients combine (--entity-type users --entity-type clients)")
         with common.client(args, VERB) as client:
-            return users.configs_users(client, action, args.entity_name,
-                                       split_config_list(",".join(args.add_config or [])),
-                                       common.comma_list(",".join(args.delete_config or [])))
-    if args.entity_type not in _ENTITY_TYPES:
-        raise UsageError(f"--entity-type must be one of {', '.join(_ENTITY_TYPES)}, users")
-    rtype = _ENTITY_TYPES[args.entity_type]
-    if args.entity_default and rtype != ConfigResourceType.BROKER:
+            return quotas.configs_quotas(client, action, types, names, add, delete)
+    (entity_type,) = types
+    name = names[0] if names else None
+    if entity_type == "users":
+        quota_add = [i for i in add if i.partition("=")[0].strip() in QUOTA_KEYS]
+        quota_delete = [k for k in delete if k in QUOTA_KEYS]
+        scram_add = [i for i in add if i not in quota_add]
+        scram_delete = [k for k in delete if k not in quota_delete]
+        default_user = bool(names) and names[0] is None
+        with common.client(args, VERB) as client:
+            if action == "describe":
+                # SCRAM lines for users with credentials, then quota lines; a user with neither gets kafka-configs'
+                # empty SCRAM line.
+                scram = [] if default_user else users.describe_users(client, name)
+                quota_lines = quotas.configs_describe_lines(client, types, names)
+                users.print_users([r for r in scram if r.entries] if quota_lines else scram)
+                for line in quota_lines:
+                    print(line)
+                return 0
+            code = 0
+            if scram_add or scram_delete or not (quota_add or quota_delete):
+                if default_user:
+                    raise UsageError("SCRAM credentials belong to a named user, not --entity-default")
+                code = users.configs_users(client, action, name, scram_add, scram_delete)
+            if code == 0 and (quota_add or quota_delete):
+                code = quotas.configs_quotas(client, action, types, names, quota_add, quota_delete)
+            return code
+    if entity_type not in _ENTITY_TYPES:
+        raise UsageError(f"--entity-type must be one of {', '.join(_ENTITY_TYPES)}, users, clients")
+    rtype = _ENTITY_TYPES[entity_type]
+    entity_default = bool(names) and names[0] is None
+    if entity_default and rtype != ConfigResourceType.BROKER:
         raise UsageError("--entity-default applies to brokers only")
-    names: list[str] | None
-    if args.entity_default:
-        names = [""]
-    elif args.entity_name:
-        names = [args.entity_name]
+    resource_names: list[str] | None
+    if entity_default:
+        resource_names = [""]
+    elif name:
+        resource_names = [name]
     else:
-        names = None
+        resource_names = None
     with common.client(args, VERB) as client:
         if action == "describe":
-            return _configs_describe(client, rtype, names, args.all)
-        if names is None:
+            return _configs_describe(client, rtype, resource_names, args.all)
+        if resource_names is None:
             raise UsageError("--alter needs --entity-name or --entity-default")
         ops: list[tuple[str, int, str | None]] = []
         for item in split_config_list(",".join(args.add_config or [])):
@@ -105,7 +140,7 @@ def run_configs(args: argparse.Namespace) -> int:
                 ops.append((key.strip(), AlterConfigOp.DELETE, None))
         if not ops:
             raise UsageError("--alter needs --add-config or --delete-config")
-        return alter_configs(client, rtype, names[0], ops, False, quiet=False)
+        return alter_configs(client, rtype, resource_names[0], ops, False, quiet=False)
 
 
 def _configs_describe(client: KafkaClient, rtype: int, names: list[str] | None, show_all: bool) -> int:
@@ -198,10 +233,14 @@ def build_parser() -> argparse.ArgumentParser:
     c = common.verb_parser(VERB, "Describe or alter topic and broker configs (kafka-configs.sh).")
     common.add_actions(c, ACTIONS)
     common.add_connection_options(c)
-    c.add_argument("--entity-type", required=True,
-                   help="topics, brokers, broker-loggers or users (SCRAM credentials, see `sofakafka users`)")
-    c.add_argument("--entity-name")
-    c.add_argument("--entity-default", action="store_true", help="the cluster-wide default broker configs")
+    c.add_argument("--entity-type", required=True, action="append",
+                   help="topics, brokers, broker-loggers, users (SCRAM credentials and quotas) or clients (quotas); "
+                        "users and clients may be given both, for a user's quota for one client id")
+    c.add_argument("--entity-name", dest="entity_names", action="append",
+                   help="the entity of the --entity-type in the same position")
+    c.add_argument("--entity-default", dest="entity_names", action="append_const", const=None,
+                   help="the default entity of the --entity-type in the same position (brokers: the cluster-wide "
+                        "default configs; users, clients: the default quota entity)")
     c.add_argument("--add-config", action="append", help="k1=v1,k2=[v1,v2],...")
     c.add_argument("--delete-config", action="append", help="k1,k2,...")
     c.add_argument("--all", action="store_true", help="describe every config, not only dynamic ones")

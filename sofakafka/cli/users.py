@@ -43,14 +43,14 @@ def _alter(client: KafkaClient, name: str, ops: ConfigOps) -> int:
     return 0
 
 
-def _describe(client: KafkaClient, name: str | None) -> list[ConfigResourceResult]:
+def describe_users(client: KafkaClient, name: str | None) -> list[ConfigResourceResult]:
     """Every user (name None) or one; each result's entries are ``mechanism=iterations=N``."""
     results = client.describe_configs([(ConfigResourceType.USER, name or "", None)])
     _raise_first(results)
     return results
 
 
-def _print_users(results: Sequence[ConfigResourceResult]) -> None:
+def print_users(results: Sequence[ConfigResourceResult]) -> None:
     for r in results:
         creds = ",".join(f"{e.name}={e.value}" for e in r.entries)
         print(f"SCRAM credential configs for user-principal '{r.resource_name}' are {creds}")
@@ -74,12 +74,12 @@ def run_users(args: argparse.Namespace) -> int:
                                                _credential(mechanism, args.password, args.iterations))])
         if action == "delete":
             mechanisms = ([args.mechanism] if args.mechanism else
-                          [e.name for r in _describe(client, args.name) for e in r.entries])
+                          [e.name for r in describe_users(client, args.name) for e in r.entries])
             if not mechanisms:
                 err(f"Error: user {args.name} has no SCRAM credentials")
                 return 1
             return _alter(client, args.name, [(m, AlterConfigOp.DELETE, None) for m in mechanisms])
-        _print_users(_describe(client, args.name))
+        print_users(describe_users(client, args.name))
         return 0
 
 
@@ -88,7 +88,7 @@ def configs_users(client: KafkaClient, action: str, name: str | None, add: Seque
     """``sofakafka configs --entity-type users``: ``add`` holds kafka-configs' split ``--add-config`` items
     (``SCRAM-SHA-256=iterations=8192,password=...``, the brackets already removed)."""
     if action == "describe":
-        _print_users(_describe(client, name))
+        print_users(describe_users(client, name))
         return 0
     if not name:
         raise UsageError("--alter of users needs --entity-name")

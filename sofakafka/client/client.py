@@ -31,6 +31,10 @@ from sofakafka.client.security import ClientSecurity
 from sofakafka.protocol import acl
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode, KafkaError
+from sofakafka.protocol.messages.alter_client_quotas import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
+)
 from sofakafka.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
 from sofakafka.protocol.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
@@ -43,6 +47,10 @@ from sofakafka.protocol.messages.delete_acls import DeleteAclsRequest, DeleteAcl
 from sofakafka.protocol.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
 from sofakafka.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from sofakafka.protocol.messages.describe_acls import DescribeAclsRequest, DescribeAclsResponse
+from sofakafka.protocol.messages.describe_client_quotas import (
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
+)
 from sofakafka.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from sofakafka.protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 from sofakafka.protocol.messages.fetch import FetchRequest, FetchResponse
@@ -71,6 +79,8 @@ from sofakafka.protocol.records.buffer import Buffer
 from sofakafka.protocol.schema import Request, Response
 
 T = TypeVar("T")
+QuotaEntityKey = tuple[tuple[str, str | None], ...]
+"""A client quota entity: (entity type, name or None for the default), e.g. (("user", "alice"),)."""
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -753,6 +763,35 @@ class KafkaClient:
             out += [ConfigResourceResult(r.resource_type, r.resource_name, ErrorCode.for_code(r.error_code),
                                          r.error_message, ()) for r in response.responses]
         return out
+
+    # -- client quotas (KIP-546) ------------------------------------------------------------------------
+
+    def describe_client_quotas(self, components: Sequence[tuple[str, int, str | None]], *,
+                               strict: bool = False) -> list[tuple[QuotaEntityKey, dict[str, float]]]:
+        """(entity, {key: value}) of the stored quotas matching ``components`` ((entity type, match type
+        0 exact / 1 default / 2 any, name)); an entity is a tuple of (type, name or None for the default)."""
+        comp = DescribeClientQuotasRequest.ComponentData
+        request = DescribeClientQuotasRequest(
+            components=[comp(entity_type=t, match_type=m, match=n) for t, m, n in components], strict=strict)
+        response = self.send(request)
+        assert isinstance(response, DescribeClientQuotasResponse)
+        if response.error_code != ErrorCode.NONE:
+            raise KafkaError(ErrorCode.for_code(response.error_code), response.error_message)
+        return [(tuple((e.entity_type, e.entity_name) for e in entry.entity), {v.key: v.value for v in entry.values})
+                for entry in response.entries or []]
+
+    def alter_client_quotas(self, alterations: Sequence[tuple[QuotaEntityKey, Sequence[tuple[str, float | None]]]],
+                            *, validate_only: bool = False) -> list[ItemResult]:
+        """Per alteration (entity, [(key, value, or None to remove)]): its result, named ``type=name,...``."""
+        entry = AlterClientQuotasRequest.EntryData
+        request = AlterClientQuotasRequest(entries=[
+            entry(entity=[entry.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+                  ops=[entry.OpData(key=k, value=0.0 if v is None else float(v), remove=v is None) for k, v in ops])
+            for entity, ops in alterations], validate_only=validate_only)
+        response = self.send(request)
+        assert isinstance(response, AlterClientQuotasResponse)
+        return [ItemResult(",".join(f"{e.entity_type}={e.entity_name}" for e in r.entity),
+                           ErrorCode.for_code(r.error_code), r.error_message) for r in response.entries]
 
     # -- ACLs ----------------------------------------------------------------------------------------
 

@@ -11,7 +11,11 @@ Written here, read by every broker:
   goes, each change followed by ``/kafka-acl-changes/acl_changes_<seq>`` (``TOPIC:orders``) or
   ``/kafka-acl-extended-changes/acl_changes_<seq>`` (JSON) in the same multi-op.
 
-Every broker runs one :class:`SecurityMetadata`: it loads all users and ACLs at start, then follows the three
+* client quotas (sofakafka/security/quotas.py) in ``/config/users/<user>``, ``/config/users/<user>/clients/<client>``
+  and ``/config/clients/<client>`` (``<default>`` for the default entities), with the same ``/config/changes``
+  notifications (``users/alice/clients/app``, ``clients/<default>``), as Kafka 2.6's AlterClientQuotas writes them.
+
+Every broker runs one :class:`SecurityMetadata`: it loads all users, quotas and ACLs at start, then follows the three
 notification directories with child watches and re-reads exactly the user or resource pattern each new
 notification names, so a user or ACL created through any broker (or by Kafka's own tools against the same
 ZooKeeper) is in force everywhere as soon as the watch fires. Notifications older than 15 minutes are
@@ -47,6 +51,7 @@ from sofakafka.controller.store import (
     WatchedEvent,
 )
 from sofakafka.protocol import acl
+from sofakafka.security import quotas
 from sofakafka.security.acl import (
     decode_acls,
     decode_change,
@@ -78,6 +83,9 @@ class SecurityMetadata:
         self._lock = threading.RLock()
         self._write_lock = threading.Lock()
         self._credentials: _Credentials = MappingProxyType({})
+        self._quotas: quotas.QuotaTable = MappingProxyType({})
+        self.quota_version = 0
+        """Grows with every change of a client quota (the broker's quota manager re-reads the table then)."""
         self._last_seen: dict[str, int] = {}
         self._closed = False
         self._changed = threading.Condition()
@@ -87,7 +95,8 @@ class SecurityMetadata:
     # ----------------------------------------------------------------------------------- life cycle
 
     def start(self) -> None:
-        for path in (zk_paths.config_entity_type_path(zk_paths.CONFIG_TYPE_USERS), zk_paths.CONFIG_CHANGES_PATH,
+        for path in (zk_paths.config_entity_type_path(zk_paths.CONFIG_TYPE_USERS),
+                     zk_paths.config_entity_type_path(zk_paths.CONFIG_TYPE_CLIENTS), zk_paths.CONFIG_CHANGES_PATH,
                      zk_paths.ACL_CHANGES_PATH, zk_paths.ACL_EXTENDED_CHANGES_PATH):
             self._store.ensure_path(path)
         self._store.add_new_session_listener(self.reload)
@@ -98,6 +107,7 @@ class SecurityMetadata:
         with self._lock:
             self._last_seen.clear()
             self._load_all_users()
+            self._load_all_quotas()
             self._load_all_acls()
             for parent in (zk_paths.CONFIG_CHANGES_PATH, zk_paths.ACL_CHANGES_PATH,
                            zk_paths.ACL_EXTENDED_CHANGES_PATH):
@@ -237,6 +247,9 @@ class SecurityMetadata:
             kind, _, name = entity.partition("/")
             if kind == zk_paths.CONFIG_TYPE_USERS and "/" not in name and name != zk_paths.DEFAULT_ENTITY_NAME:
                 self._reload_user(zk_paths.desanitize(name))
+            quota_entity = quotas.entity_from_config_path(kind, name, zk_paths.desanitize)
+            if quota_entity is not None:
+                self._reload_quota(quota_entity)
             return
         if self.authorizer is None:
             return
@@ -252,6 +265,63 @@ class SecurityMetadata:
         if stat is not None and now_ms - stat.ctime > NOTIFICATION_EXPIRY_MS:
             with contextlib.suppress(NoNodeError):
                 self._store.delete(path)
+
+    # ------------------------------------------------------------------------------------ client quotas
+
+    def client_quotas(self) -> quotas.QuotaTable:
+        """Every entity with a quota -> its values (an immutable snapshot; never blocks)."""
+        return self._quotas
+
+    def _load_all_quotas(self) -> None:
+        table: dict[quotas.QuotaEntity, dict[str, float]] = {}
+        for kind in (zk_paths.CONFIG_TYPE_USERS, zk_paths.CONFIG_TYPE_CLIENTS):
+            root = zk_paths.config_entity_type_path(kind)
+            for sanitized in self._children(root):
+                names = [sanitized]
+                if kind == zk_paths.CONFIG_TYPE_USERS:
+                    names += [f"{sanitized}/clients/{c}" for c in self._children(f"{root}/{sanitized}/clients")]
+                for name in names:
+                    entity = quotas.entity_from_config_path(kind, name, zk_paths.desanitize)
+                    if entity is None:
+                        continue
+                    values = quotas.parse_stored(self._read_config(f"{root}/{name}"))
+                    if values:
+                        table[entity] = values
+        self._quotas = MappingProxyType(table)
+        self.quota_version += 1
+
+    def _children(self, path: str) -> list[str]:
+        try:
+            return list(self._store.get_children(path))
+        except NoNodeError:
+            return []
+
+    def _reload_quota(self, entity: quotas.QuotaEntity) -> None:
+        kind, name = quotas.entity_config_path(entity, zk_paths.sanitize)
+        values = quotas.parse_stored(self._read_config(zk_paths.config_entity_path(kind, name)))
+        table = {e: v for e, v in self._quotas.items() if e != entity}
+        if values:
+            table[entity] = values
+        self._quotas = MappingProxyType(table)
+        self.quota_version += 1
+
+    def alter_client_quota(self, entity: quotas.QuotaEntity, changes: Mapping[str, str | None]) -> None:
+        """Set (a stored string, already validated) or remove (None) quota keys of ``entity``: the entity's znode
+        and a ``/config/changes`` notification in one multi-op, as Kafka 2.6 writes them. Blocking."""
+        kind, name = quotas.entity_config_path(entity, zk_paths.sanitize)
+
+        def change(config: dict[str, str]) -> dict[str, str]:
+            for key, value in changes.items():
+                if value is None:
+                    config.pop(key, None)
+                else:
+                    config[key] = value
+            return config
+
+        self._update_config(kind, name, change)
+        with self._lock:
+            self._reload_quota(entity)
+        self._bump()
 
     # -------------------------------------------------------------------------------- SCRAM writes
 
@@ -275,10 +345,16 @@ class SecurityMetadata:
     def _update_user(self, user: str, change: Callable[[dict[str, str]], dict[str, str]]) -> None:
         if not user:
             raise SecurityStoreError("user name must not be empty")
-        path = zk_paths.config_user_path(user)
-        sanitized = zk_paths.sanitize(user)
+        self._update_config(zk_paths.CONFIG_TYPE_USERS, zk_paths.sanitize(user), change)
+        with self._lock:
+            self._reload_user(user)
+        self._bump()
+
+    def _update_config(self, kind: str, sanitized: str, change: Callable[[dict[str, str]], dict[str, str]]) -> None:
+        """Read-modify-write ``/config/<kind>/<sanitized>`` with its change notification, retried on conflicts."""
+        path = zk_paths.config_entity_path(kind, sanitized)
         with self._write_lock:
-            self._store.ensure_path(zk_paths.config_entity_type_path(zk_paths.CONFIG_TYPE_USERS))
+            self._store.ensure_path(path.rpartition("/")[0])
             self._store.ensure_path(zk_paths.CONFIG_CHANGES_PATH)
             for _ in range(_CAS_ATTEMPTS):
                 try:
@@ -292,7 +368,7 @@ class SecurityMetadata:
                 write: Op = (SetDataOp(path, zk_data.encode_config(new), version) if version >= 0
                              else CreateOp(path, zk_data.encode_config(new)))
                 note = CreateOp(zk_paths.config_change_prefix_path(),
-                                zk_data.encode_config_change_notification(f"{zk_paths.CONFIG_TYPE_USERS}/{sanitized}"),
+                                zk_data.encode_config_change_notification(f"{kind}/{sanitized}"),
                                 sequence=True)
                 try:
                     self._store.multi([write, note])
@@ -301,9 +377,6 @@ class SecurityMetadata:
                     continue
             else:
                 raise SecurityStoreError(f"could not write {path}: concurrent changes")
-        with self._lock:
-            self._reload_user(user)
-        self._bump()
 
     # ---------------------------------------------------------------------------------- ACL writes
 

@@ -39,8 +39,9 @@ COMPATIBILITY_DOC = REPO / "docs" / "compatibility.md"
 # Identifying fields of list elements, in order of preference.
 _KEYS = ("name", "topic", "resource_name", "group_id", "api_key", "partition_index", "partition_id", "log_dir",
          "partition", "batch_index", "node_id", "key")
-# Lists that are sets: their order means nothing (an ACL resource's entries, the ACLs a DeleteAcls filter matched).
-_SETS = ("acls", "matching_acls")
+# Lists that are sets: their order means nothing (an ACL resource's entries, the ACLs a DeleteAcls filter matched,
+# the components of a client quota entity, which Kafka lists in its hash map's order).
+_SETS = ("acls", "matching_acls", "entity")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 ABSENT = "<absent>"
 
@@ -253,6 +254,8 @@ def normalise(value: Any, name: str = "") -> Any:
         items = [normalise(v, name) for v in value]
         if name in _SETS:
             return sorted(items, key=repr)
+        if name == "entries" and items and all(isinstance(i, dict) and "entity" in i for i in items):
+            return sorted(items, key=lambda i: repr(i["entity"]))  # client quota entries: a map in Kafka
         if items and all(isinstance(i, dict) for i in items):
             key = next((k for k in _KEYS if all(k in i for i in items)), None)
             if key is not None and len({str(i[key]) for i in items}) == len(items):

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
 from sofakafka.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
+from sofakafka.protocol.messages.alter_client_quotas import AlterClientQuotasRequest
 from sofakafka.protocol.messages.alter_configs import AlterConfigsRequest
 from sofakafka.protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest
 from sofakafka.protocol.messages.api_versions import ApiVersionsRequest
@@ -23,6 +24,7 @@ from sofakafka.protocol.messages.delete_groups import DeleteGroupsRequest
 from sofakafka.protocol.messages.delete_records import DeleteRecordsRequest
 from sofakafka.protocol.messages.delete_topics import DeleteTopicsRequest
 from sofakafka.protocol.messages.describe_acls import DescribeAclsRequest
+from sofakafka.protocol.messages.describe_client_quotas import DescribeClientQuotasRequest
 from sofakafka.protocol.messages.describe_configs import DescribeConfigsRequest
 from sofakafka.protocol.messages.describe_groups import DescribeGroupsRequest
 from sofakafka.protocol.messages.describe_log_dirs import DescribeLogDirsRequest
@@ -811,6 +813,57 @@ def describe_log_dirs(s: Session, versions: range) -> None:
         s.call("unknown topic", DescribeLogDirsRequest(topics=[D(topic="dld-none", partition_index=[0])]), v)
 
 
+@scenario(ApiKey.ALTER_CLIENT_QUOTAS)
+def client_quotas(s: Session, versions: range) -> None:
+    A = AlterClientQuotasRequest.EntryData
+    C = DescribeClientQuotasRequest.ComponentData
+
+    def entity(**names: str | None) -> list[AlterClientQuotasRequest.EntryData.EntityData]:
+        return [A.EntityData(entity_type=t.replace("_", "-"), entity_name=n) for t, n in names.items()]
+
+    def op(key: str, value: float = 0.0, remove: bool = False) -> AlterClientQuotasRequest.EntryData.OpData:
+        return A.OpData(key=key, value=value, remove=remove)
+
+    def describe(label: str, *components: tuple[str, int, str | None], strict: bool = False) -> None:
+        s.call(f"describe {label}", DescribeClientQuotasRequest(
+            components=[C(entity_type=t, match_type=m, match=n) for t, m, n in components], strict=strict), 0)
+
+    for v in versions:
+        s.call("set user, client, user+client and defaults", AlterClientQuotasRequest(entries=[
+            A(entity=entity(user="cq-alice"), ops=[op("producer_byte_rate", 1024.0), op("request_percentage", 50.0)]),
+            A(entity=entity(client_id="cq-app"), ops=[op("consumer_byte_rate", 2048.0)]),
+            A(entity=entity(user="cq-alice", client_id="cq-app"), ops=[op("producer_byte_rate", 4096.0)]),
+            A(entity=entity(user=None, client_id=None), ops=[op("consumer_byte_rate", 8192.0)]),
+            A(entity=entity(client_id=None), ops=[op("request_percentage", 25.5)]),
+        ]), v)
+        s.call("validate only", AlterClientQuotasRequest(entries=[
+            A(entity=entity(user="cq-bob"), ops=[op("producer_byte_rate", 1.0)])], validate_only=True), v)
+        s.call("bad entries", AlterClientQuotasRequest(entries=[
+            A(entity=entity(ip="10.0.0.1"), ops=[op("producer_byte_rate", 1000.0)]),
+            A(entity=[], ops=[op("producer_byte_rate", 1000.0)]),
+            A(entity=entity(user="cq-carol"), ops=[op("controller_mutation_rate", 5.0)]),
+            A(entity=entity(user="cq-carol"), ops=[op("consumer_byte_rate", 10.5)]),
+            A(entity=entity(user=""), ops=[op("consumer_byte_rate", 10.0)]),
+            A(entity=entity(user="cq-dave"), ops=[op("producer_byte_rate", -1.0)]),
+            A(entity=entity(user="cq-erin"), ops=[op("producer_byte_rate", 0.0)]),
+        ]), v)
+        s.call("remove a key", AlterClientQuotasRequest(entries=[
+            A(entity=entity(user="cq-alice"), ops=[op("request_percentage", remove=True)])]), v)
+        describe("everything")
+        describe("one user, strict", ("user", 0, "cq-alice"), strict=True)
+        describe("one user", ("user", 0, "cq-alice"))
+        describe("default client ids", ("client-id", 1, None), strict=True)
+        describe("any client id", ("client-id", 2, None))
+        describe("the validated user", ("user", 0, "cq-bob"))
+        describe("the refused entities", ("user", 0, "cq-dave"))
+        describe("a zero quota", ("user", 0, "cq-erin"))
+        # Last, since Kafka 2.6 stores it and we refuse it (docs/compatibility.md).
+        s.call("negative request percentage", AlterClientQuotasRequest(entries=[
+            A(entity=entity(client_id="cq-dave"), ops=[op("request_percentage", -0.5)])]), v)
+        describe("the client after a negative request percentage", ("client-id", 0, "cq-dave"))
+        describe("an unknown entity type", ("ip", 0, "10.0.0.1"))
+
+
 @scenario(ApiKey.ELECT_LEADERS)
 def elect_leaders(s: Session, versions: range) -> None:
     create_topic(s, "el", 2)
@@ -903,6 +956,7 @@ COVERED_BY = {
     ApiKey.SYNC_GROUP: ApiKey.JOIN_GROUP, ApiKey.HEARTBEAT: ApiKey.JOIN_GROUP, ApiKey.LEAVE_GROUP: ApiKey.JOIN_GROUP,
     ApiKey.DESCRIBE_GROUPS: ApiKey.JOIN_GROUP, ApiKey.OFFSET_FETCH: ApiKey.OFFSET_COMMIT,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: ApiKey.ALTER_CLIENT_QUOTAS,
 }
 # Inter-broker keys sofakafka answers (a stopping broker asks the controller; the controller asks brokers to
 # drop replicas; a transaction coordinator asks partition leaders to write markers); clients never send them,

@@ -33,6 +33,7 @@ from sofakafka.client.security import ClientSecurity
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
 from sofakafka.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
+from sofakafka.protocol.messages.alter_client_quotas import AlterClientQuotasRequest
 from sofakafka.protocol.messages.alter_configs import AlterConfigsRequest
 from sofakafka.protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest
 from sofakafka.protocol.messages.controlled_shutdown import ControlledShutdownRequest
@@ -44,6 +45,7 @@ from sofakafka.protocol.messages.delete_groups import DeleteGroupsRequest
 from sofakafka.protocol.messages.delete_records import DeleteRecordsRequest
 from sofakafka.protocol.messages.delete_topics import DeleteTopicsRequest
 from sofakafka.protocol.messages.describe_acls import DescribeAclsRequest
+from sofakafka.protocol.messages.describe_client_quotas import DescribeClientQuotasRequest
 from sofakafka.protocol.messages.describe_configs import DescribeConfigsRequest
 from sofakafka.protocol.messages.describe_groups import DescribeGroupsRequest
 from sofakafka.protocol.messages.describe_log_dirs import DescribeLogDirsRequest
@@ -710,9 +712,21 @@ def controlled_shutdown_as_alice(s: Session, versions: range) -> None:
         s.call("without CLUSTER_ACTION", ControlledShutdownRequest(broker_id=7), v)
 
 
+@limited(ApiKey.ALTER_CLIENT_QUOTAS)
+def client_quotas_as_alice(s: Session, versions: range) -> None:
+    A = AlterClientQuotasRequest.EntryData
+    C = DescribeClientQuotasRequest.ComponentData
+    for v in versions:
+        s.call("alter without ALTER_CONFIGS", AlterClientQuotasRequest(entries=[
+            A(entity=[A.EntityData(entity_type="user", entity_name="alice")],
+              ops=[A.OpData(key="producer_byte_rate", value=1024.0, remove=False)])]), v)
+        s.call("describe without DESCRIBE_CONFIGS", DescribeClientQuotasRequest(
+            components=[C(entity_type="user", match_type=0, match="alice")], strict=False), v)
+
+
 # Keys a scenario of another key covers; and the keys whose own tests above cover them.
 COVERED = {ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.OFFSET_FETCH,
-           ApiKey.LIST_PARTITION_REASSIGNMENTS}
+           ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.DESCRIBE_CLIENT_QUOTAS}
 OWN_TESTS = {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE, ApiKey.CREATE_ACLS,
              ApiKey.DESCRIBE_ACLS, ApiKey.DELETE_ACLS}
 

@@ -61,6 +61,14 @@ class RequestContext:
     # Closes the connection (with the reason logged) once the responses before this request are sent: how a
     # handler that sends no response tells the client something went wrong (Produce acks=0 does).
     close_connection: Callable[[str], None] = field(default=lambda reason: None)
+    # Client quotas (broker/client_quotas.py): the request's size on the wire, the seconds its handler has run on
+    # the loop so far (kept up to date by the connection), and the throttle time the handler decided (the
+    # connection mutes the channel for it, KIP-219). ``quota_done``: the handler recorded the request-time quota
+    # itself (Produce and Fetch, which fold it into their own throttle decision, as Kafka's do).
+    request_size: int = 0
+    handler_seconds: list[float] = field(default_factory=lambda: [0.0])
+    throttle_ms: int = 0
+    quota_done: bool = False
 
     @property
     def api_key(self) -> int:

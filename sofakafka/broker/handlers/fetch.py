@@ -16,6 +16,12 @@ UNKNOWN_LEADER_EPOCH); v11 rack id and ``preferred_read_replica`` (KIP-392, see 
 rack-aware selector a consumer in another rack is sent to a follower in its own, which serves v11+ consumer
 fetches up to its high watermark).
 
+Quotas (consumers only; followers answer to the replication throttles): the response's size counts against
+``consumer_byte_rate`` and the handling time against ``request_percentage``; a throttled fetch is answered
+without records (its bytes taken back out of the rate) and with the throttle time, and the connection mutes
+itself for that time (KIP-219; before v8 the response itself waits). Kafka's throttled answer also leaves the
+partitions out; this one lists them, without records.
+
 Server-side filtering: a consumer that is a member of a group with a filter (``group_filters``: known by
 its client id and host, since a Fetch names no group) gets the records of its subscribed topics rewritten to
 the ones the filter passes, offsets kept (``record_filter``); every other fetch looks its client up once in
@@ -52,6 +58,7 @@ from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.messages.fetch import FetchRequest, FetchResponse
 from sofakafka.protocol.records import MAGIC_V0, MAGIC_V1
+from sofakafka.security.quotas import CONSUMER_BYTE_RATE
 
 TopicResponse = FetchResponse.FetchableTopicResponse
 PartitionResponse = TopicResponse.FetchablePartitionResponse
@@ -142,8 +149,35 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> RawRespons
         results = [FetchPartitionResult(r.error_code, r.high_watermark, r.last_stable_offset, r.log_start_offset,
                                         r.aborted, b"") if req.tp in preferred else r
                    for req, r in zip(fetch_ctx.partitions, results, strict=True)]
-    return encode_fetch_response(version, fetch_ctx.session_id, fetch_ctx.response_partitions(results, preferred),
-                                 preferred)
+    if request.replica_id >= 0:
+        ctx.quota_done = True  # followers answer to the replication throttles, not to client quotas
+        return encode_fetch_response(version, fetch_ctx.session_id,
+                                     fetch_ctx.response_partitions(results, preferred), preferred)
+    response = encode_fetch_response(version, fetch_ctx.session_id, fetch_ctx.response_partitions(results, preferred),
+                                     preferred)
+    throttle_ms = _record_quotas(ctx, response.size)
+    if throttle_ms <= 0:
+        return response
+    # Throttled: no records this time (Kafka answers a throttled fetch empty), the throttle time says why.
+    empty = [FetchPartitionResult(r.error_code, r.high_watermark, r.last_stable_offset, r.log_start_offset, r.aborted,
+                                  b"") for r in results]
+    return encode_fetch_response(version, fetch_ctx.session_id, fetch_ctx.response_partitions(empty, preferred),
+                                 preferred, throttle_time_ms=throttle_ms)
+
+
+def _record_quotas(ctx: RequestContext, response_size: int) -> int:
+    """A consumer's response bytes against ``consumer_byte_rate`` and the request's time against
+    ``request_percentage``; when either throttles, the bytes are taken back out (the client gets none)."""
+    quotas = ctx.broker.client_quotas
+    now = quotas.now_ms()
+    request_time = quotas.record_request_time(ctx.principal, ctx.client_id, ctx.handler_seconds[0], now)
+    bandwidth = quotas.record(CONSUMER_BYTE_RATE, ctx.principal, ctx.client_id, response_size, now)
+    throttle = max(request_time, bandwidth)
+    if throttle > 0:
+        quotas.unrecord(CONSUMER_BYTE_RATE, ctx.principal, ctx.client_id, response_size, now)
+    ctx.quota_done = True
+    ctx.throttle_ms = max(ctx.throttle_ms, throttle)
+    return throttle
 
 
 _DENIED = FetchPartitionResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, None, b"")
@@ -225,7 +259,8 @@ def _preferred_read_replicas(ctx: RequestContext, request: FetchRequest,
 
 def encode_fetch_response(version: int, session_id: int,
                           pairs: list[tuple[FetchPartitionRequest, FetchPartitionResult]],
-                          preferred_read_replicas: dict[tuple[str, int], int] | None = None) -> RawResponse:
+                          preferred_read_replicas: dict[tuple[str, int], int] | None = None, *,
+                          throttle_time_ms: int = 0) -> RawResponse:
     """The codec encodes every field but the records; each partition's records follow as their own chunk.
 
     Fetch v0-11 is not a flexible version, so records are the last field of a partition and every array is
@@ -235,7 +270,8 @@ def encode_fetch_response(version: int, session_id: int,
     by_topic: dict[str, list[tuple[FetchPartitionRequest, FetchPartitionResult]]] = {}
     for req, result in pairs:
         by_topic.setdefault(req.topic, []).append((req, result))
-    head = bytearray(FetchResponse(error_code=ErrorCode.NONE, session_id=session_id).encode(version))
+    head = bytearray(FetchResponse(error_code=ErrorCode.NONE, session_id=session_id,
+                                   throttle_time_ms=throttle_time_ms if version >= 1 else 0).encode(version))
     _INT32.pack_into(head, len(head) - 4, len(by_topic))
     chunks: list[bytes | bytearray | memoryview] = [head]
     for topic, parts in by_topic.items():

@@ -25,6 +25,10 @@ partitions, checked before whether the topic exists).
 Version notes: v2+ carries ``log_append_time_ms`` (-1 unless the topic uses LogAppendTime), v3+ the
 transactional id and exactly one v2 batch per partition, v5+ ``log_start_offset``, v8 per-record errors
 (``record_errors``) and an error message.
+
+Quotas: the request's size counts against the client's ``producer_byte_rate`` and its handling time against
+``request_percentage`` (not for acks=0); the records are appended either way, and the response carries the
+throttle time, the connection muting itself for it (KIP-219; before v6 the response itself waits).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from sofakafka.protocol.errors import CorruptRecordError, ErrorCode
 from sofakafka.protocol.messages.produce import ProduceRequest, ProduceResponse
 from sofakafka.protocol.records import Buffer, read_batch_header
 from sofakafka.protocol.records.header import MAGIC_V2, peek_batch_header
+from sofakafka.security.quotas import PRODUCER_BYTE_RATE
 
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = TopicResponse.PartitionProduceResponse
@@ -81,6 +86,18 @@ def _refuse_all(ctx: RequestContext, request: ProduceRequest, code: ErrorCode) -
     return response
 
 
+def _record_quotas(ctx: RequestContext, request: ProduceRequest) -> None:
+    """The request's bytes against ``producer_byte_rate`` and (unless acks=0) its time against
+    ``request_percentage``; the larger throttle wins (broker/client_quotas.py)."""
+    quotas = ctx.broker.client_quotas
+    now = quotas.now_ms()
+    bandwidth = quotas.record(PRODUCER_BYTE_RATE, ctx.principal, ctx.client_id, ctx.request_size, now)
+    request_time = (0 if request.acks == 0 else
+                    quotas.record_request_time(ctx.principal, ctx.client_id, ctx.handler_seconds[0], now))
+    ctx.quota_done = True
+    ctx.throttle_ms = max(ctx.throttle_ms, bandwidth, request_time)
+
+
 @handles(ApiKey.PRODUCE, 0, 8, error_response=produce_error_response)
 async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     version = ctx.api_version
@@ -122,6 +139,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
         verified=verified,
     ) if entries else {}
     results.update(refused)
+    _record_quotas(ctx, request)
     if request.acks == 0:
         failed = sorted(f"{t}-{p}: {ErrorCode.for_code(r.error_code).name}" for (t, p), r in results.items()
                         if r.error_code != ErrorCode.NONE)

@@ -17,6 +17,7 @@ from sofakafka.controller.embedded import EmbeddedMetadataServer
 from sofakafka.controller.store import MetadataStore
 from sofakafka.protocol import acl
 from sofakafka.security.authorizer import AclAuthorizer
+from sofakafka.security.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, QuotaEntity
 from sofakafka.security.scram import make_credential
 from sofakafka.security.store import NOTIFICATION_EXPIRY_MS, SecurityMetadata
 
@@ -149,3 +150,45 @@ def test_everything_is_loaded_at_start_and_old_notifications_are_purged(sessions
     assert store.get_children("/kafka-acl-changes") == []
     assert store.get_children("/config/changes") == []
     assert NOTIFICATION_EXPIRY_MS == 15 * 60 * 1000
+
+
+def test_client_quotas_are_stored_as_kafka_stores_them_and_reach_every_broker(sessions: Sessions) -> None:
+    a, b = broker(sessions), broker(sessions)
+    alice_app, default_client = QuotaEntity.of("alice@x", "app"), QuotaEntity.of(client_id=None)
+    a.alter_client_quota(alice_app, {PRODUCER_BYTE_RATE: "1024", REQUEST_PERCENTAGE: "50.0"})
+    a.alter_client_quota(default_client, {PRODUCER_BYTE_RATE: "2048"})
+    assert a.client_quotas()[alice_app] == {PRODUCER_BYTE_RATE: 1024.0, REQUEST_PERCENTAGE: 50.0}  # the writer at once
+    assert b.wait_until(lambda: b.client_quotas().get(alice_app) == {PRODUCER_BYTE_RATE: 1024.0, REQUEST_PERCENTAGE: 50.0}
+                        and b.client_quotas().get(default_client) == {PRODUCER_BYTE_RATE: 2048.0}, WAIT)
+    raw = a._store
+    assert json.loads(raw.get("/config/users/alice%40x/clients/app")[0]) == {
+        "version": 1, "config": {PRODUCER_BYTE_RATE: "1024", REQUEST_PERCENTAGE: "50.0"}}
+    assert json.loads(raw.get("/config/clients/<default>")[0]) == {"version": 1, "config": {PRODUCER_BYTE_RATE: "2048"}}
+    notes = [json.loads(d) for d in children_data(raw, "/config/changes")]
+    assert {"version": 2, "entity_path": "users/alice%40x/clients/app"} in notes
+    assert {"version": 2, "entity_path": "clients/<default>"} in notes
+    # Removing a key keeps the others; removing the last one leaves no quota for the entity.
+    a.alter_client_quota(alice_app, {REQUEST_PERCENTAGE: None})
+    assert b.wait_until(lambda: b.client_quotas().get(alice_app) == {PRODUCER_BYTE_RATE: 1024.0}, WAIT)
+    a.alter_client_quota(alice_app, {PRODUCER_BYTE_RATE: None})
+    assert b.wait_until(lambda: alice_app not in b.client_quotas(), WAIT)
+    # A quota next to a SCRAM credential of the same user keeps it, and the other way round.
+    cred = make_credential("SCRAM-SHA-256", "pw")
+    a.set_scram_credential("carol", "SCRAM-SHA-256", cred)
+    a.alter_client_quota(QuotaEntity.of(user="carol"), {PRODUCER_BYTE_RATE: "100"})
+    assert b.wait_until(lambda: b.client_quotas().get(QuotaEntity.of(user="carol")) == {PRODUCER_BYTE_RATE: 100.0}
+                        and b.credential("SCRAM-SHA-256", "carol") == cred, WAIT)
+    # A broker started later loads everything.
+    c = broker(sessions)
+    assert c.client_quotas() == b.client_quotas()
+
+
+def test_client_quotas_written_by_kafkas_own_tools_are_picked_up(sessions: Sessions) -> None:
+    b = broker(sessions)
+    tool = sessions()
+    tool.ensure_path("/config/users/<default>/clients")
+    tool.create("/config/users/<default>/clients/app", b'{"version":1,"config":{"consumer_byte_rate":"4096"}}')
+    tool.create("/config/changes/config_change_", b'{"version":2,"entity_path":"users/<default>/clients/app"}',
+                sequence=True)
+    assert b.wait_until(lambda: b.client_quotas().get(QuotaEntity.of(None, "app")) == {CONSUMER_BYTE_RATE: 4096.0},
+                        WAIT)
