@@ -438,6 +438,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             spec = _throttle_field(type(result))
             if spec is not None and in_range(ctx.api_version, spec.versions):
                 result.throttle_time_ms = max(result.throttle_time_ms, ctx.throttle_ms)  # type: ignore[attr-defined]
+        elif ctx.throttle_ms > 0 and isinstance(result, RawResponse) and result.throttle_time_at is not None:
+            first = result.chunks[0]
+            assert isinstance(first, bytearray)
+            at = result.throttle_time_at
+            (current,) = _SIZE.unpack_from(first, at)
+            _SIZE.pack_into(first, at, max(current, ctx.throttle_ms))
 
     def _mute_for(self, throttle_ms: int) -> None:
         loop = asyncio.get_running_loop()

@@ -129,7 +129,9 @@ def splice_response(empty: MetadataResponse, version: int, topics: list[bytes]) 
     empty_array = 1 if flexible else 4
     cut = len(data) - tail
     count = encode_unsigned_varint(len(topics) + 1) if flexible else struct.pack(">i", len(topics))
-    return RawResponse([data[: cut - empty_array], count, *topics, data[cut:]])
+    # v3+ starts with throttle_time_ms: the connection raises it there when a request quota throttles us.
+    return RawResponse([bytearray(data[: cut - empty_array]), count, *topics, data[cut:]],
+                       throttle_time_at=0 if version >= 3 else None)
 
 
 # (topic, version, include operations) -> the TopicMetadata it was encoded from, the partitions shown without a
