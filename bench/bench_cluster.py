@@ -48,9 +48,8 @@ def free_ports() -> tuple[int, int]:
     for _ in range(200):
         # Below Linux's ephemeral range (32768+), where client sockets could take a port between the check
         # and the bind.
-        base = random.randrange(20000, 32768 - 200 - BROKERS)
-        ports = [base + i for i in range(BROKERS)] + [base + cl.INTERNAL_PORT_OFFSET + i for i in range(BROKERS)]
-        if all(_free(p) for p in [*ports, base + 200]):
+        base = random.randrange(20000, 32768 - cl.METRICS_PORT_OFFSET - BROKERS)
+        if all(_free(p) for p in [*cl.broker_ports(base, BROKERS), base + 200]):
             return base, base + 200
     raise SystemExit("no free port block")
 

@@ -8,9 +8,10 @@ SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 # python3-venv: the venv below; kcat: Debian's librdkafka-based client, a peer in tests/integration;
 # nodejs/npm run kafkajs there; zookeeper (it pulls a Java runtime) is the real ZooKeeper of tests/cluster;
 # maven resolves Apache Kafka's jars (clients, Streams, tools, the reference broker) for tests/interop and
-# tests/conformance, and openjdk-17-jdk-headless brings javac for our Java scenarios (interop/java).
+# tests/conformance, and openjdk-17-jdk-headless brings javac for our Java scenarios (interop/java);
+# chromium and chromium-driver are the headless browser (driven by selenium) of the web console's tests;
 # iproute2 (ip) makes the network namespaces of tests/chaos; util-linux (mount, prlimit) is in every Debian.
-APT_PACKAGES=(python3-venv kcat nodejs zookeeper maven openjdk-17-jdk-headless iproute2)
+APT_PACKAGES=(python3-venv kcat nodejs zookeeper maven openjdk-17-jdk-headless chromium chromium-driver iproute2)
 # npm is its own Debian package, but a nodejs from elsewhere bundles it and would conflict with Debian's.
 command -v npm >/dev/null 2>&1 || APT_PACKAGES+=(npm)
 if [ ${#APT_PACKAGES[@]} -gt 0 ]; then

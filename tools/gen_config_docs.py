@@ -77,6 +77,8 @@ def describe_validator(fn: Callable[..., Any] | None) -> str:
         return "list of `delete`, `compact` (at least one)"
     if factory == "throttled_replicas_error":
         return "`*` or a list of `partitionId:brokerId`"
+    if factory == "_metrics_listener":
+        return "`http://host:port`"
     if factory == "_ldc_model":
         return "an LDC model as JSON (docs/ldc.md)"
     if factory == "_router_rules":

@@ -22,6 +22,11 @@ ISR it had, so acks=all never completes over a shrunk ISR that ZooKeeper does no
 Periodic work (retention, ``flush.ms``, recovery-point / log-start / high-watermark checkpoints, the log
 cleaner) runs on a background thread pool, scheduled from the loop; none of it blocks the loop.
 
+Operating it: the parts count into one ``BrokerMetrics`` (``metrics``); with ``metrics.listener`` set,
+``/metrics``, ``/health`` and ``/ready`` are served from the first step of start-up on this loop, the gauges
+read from the broker's state only when scraped (``_gauges``); with ``sofakafka.produce.audit.enable`` a
+``ProduceAuditWriter`` (``produce_audit``) records who produced each batch (docs/metrics.md, docs/console.md).
+
 Shutdown (SIGTERM/SIGINT in ``sofakafka serve``): stop accepting, answer the delayed operations now, let the
 requests in flight finish, close connections, stop the periodic work and the controller, then the log manager
 flushes every log and writes its checkpoints and the clean-shutdown marker, so the next start skips recovery.
@@ -37,11 +42,12 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
+from sofakafka.broker.audit_writer import ProduceAuditWriter
 from sofakafka.broker.bound_listener import BoundListener
 from sofakafka.broker.client_quotas import ClientQuotaManager
-from sofakafka.broker.config import LONG_MAX, KafkaConfig
+from sofakafka.broker.config import LONG_MAX, ConfigError, KafkaConfig, parse_metrics_listener
 from sofakafka.broker.context import StopRequestPartitions
 from sofakafka.broker.controlled_shutdown import ControlledShutdownSender, inter_broker_connection
 from sofakafka.broker.fetch_session import FetchSessionCache
@@ -56,6 +62,7 @@ from sofakafka.broker.handlers.stop_replica import (
 )
 from sofakafka.broker.limits import budget_message, raise_open_file_limit
 from sofakafka.broker.listener_security import BrokerSecurity
+from sofakafka.broker.metrics import BrokerGauges, BrokerMetrics, GroupLag, PartitionGauge
 from sofakafka.broker.offsets_topic import GroupCoordinatorRuntime
 from sofakafka.broker.producer_id_manager import ProducerIdManager
 from sofakafka.broker.replica_manager import LeaderState, ReplicaManager
@@ -85,6 +92,9 @@ from sofakafka.storage.config import LogConfig
 from sofakafka.storage.errors import InvalidLogConfigError
 from sofakafka.storage.log_manager import LogManager
 from sofakafka.storage.segment import set_clock_offset_ms
+
+if TYPE_CHECKING:
+    from sofakafka.broker.metrics_http import MetricsServer
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +155,9 @@ class Broker:
         #: Resolved with the reason when the broker cannot go on by itself (every log directory offline, as
         #: Kafka halts then); ``sofakafka serve`` shuts down and exits non-zero.
         self.failed: asyncio.Future[str] | None = None
+        self._metrics = BrokerMetrics()
+        self._metrics_server: MetricsServer | None = None  # sofakafka/broker/metrics_http.py, when on
+        self._audit: ProduceAuditWriter | None = None
 
     # -- the parts handlers use (sofakafka/broker/context.py) ---------------------------------------------------
     @property
@@ -245,6 +258,14 @@ class Broker:
     def listeners(self) -> list[BoundListener]:
         return self.server.listeners
 
+    @property
+    def metrics(self) -> BrokerMetrics:
+        return self._metrics
+
+    @property
+    def produce_audit(self) -> ProduceAuditWriter | None:
+        return self._audit
+
     async def run_blocking(self, fn: Callable[[], T]) -> T:
         """Blocking work that is neither an append nor a read (store writes, admin calls) off the loop."""
         return await asyncio.get_running_loop().run_in_executor(self._background, fn)
@@ -297,6 +318,7 @@ class Broker:
 
     async def _start_components(self, listeners: Sequence[BoundListener]) -> None:
         config = self.config
+        await self._start_metrics_server()
         endpoints = [BrokerEndpoint(b.listener_name, b.advertised_host, b.advertised_port,
                                     b.security_protocol.value) for b in listeners]
         metadata_dir = config.metadata_dir
@@ -361,7 +383,7 @@ class Broker:
         self._log_manager.add_dir_failure_listener(self._on_log_dir_failure)
         await self.run_blocking(self._log_manager.startup)
         self._logs_loaded = True
-        self._replica_manager = ReplicaManager(self.broker_id, self._log_manager)
+        self._replica_manager = ReplicaManager(self.broker_id, self._log_manager, metrics=self._metrics)
         self._replica_manager.txn_verification = config.get_bool("transaction.partition.verification.enable")
         self._replication = Replication(config, self.broker_id, self._replica_manager, self.store,
                                         self._node.cache.snapshot, self.run_blocking,
@@ -371,10 +393,93 @@ class Broker:
         self._group_filters = GroupFilterRegistry(self.store)
         await self.run_blocking(self._group_filters.start)
         self._txns = TransactionCoordinatorRuntime.start(self, self._groups.on_txn_marker)
+        if config.get_bool("sofakafka.produce.audit.enable"):
+            node = self._node
+            self._audit = ProduceAuditWriter(config, self._metrics, metadata=node.cache.snapshot,
+                                             topic_admin=lambda: node.admin, bootstrap=self._own_bootstrap,
+                                             security=self.security.inter_broker)
+            self._audit.start()
         self._node.cache.add_listener(self._on_metadata_changed)
         await self._apply_metadata()
         self._start_periodic_tasks()
         self._components_started.set()
+
+    def _own_bootstrap(self) -> str:
+        """host:port of this broker's inter-broker listener, as advertised (where its own clients connect)."""
+        name = self.config.inter_broker_listener_name
+        bound = next((b for b in self.server.listeners if b.listener_name == name), self.server.listeners[0])
+        host = bound.advertised_host
+        return f"[{host}]:{bound.advertised_port}" if ":" in host else f"{host}:{bound.advertised_port}"
+
+    # -- metrics (sofakafka/broker/metrics.py, metrics_http.py) ---------------------------------------------------
+    async def _start_metrics_server(self) -> None:
+        """/metrics, /health and /ready on ``metrics.listener``, from the start of start-up (/ready says why it is
+        not ready yet), on this loop."""
+        value = self.config.values.get("metrics.listener")
+        if not isinstance(value, str) or not value:
+            return
+        # Here, not at the top: a broker without metrics.listener never loads aiohttp or prometheus_client.
+        from sofakafka.broker.metrics_export import make_registry
+        from sofakafka.broker.metrics_http import MetricsServer
+
+        host, port = parse_metrics_listener(value)
+        server = MetricsServer(host, port, make_registry(self._metrics, self._gauges), self._readiness)
+        try:
+            await server.start()
+        except OSError as exc:
+            raise ConfigError("metrics.listener", f"cannot listen on {value}: {exc.strerror or exc}") from exc
+        self._metrics_server = server
+        self._metrics.idle.start()
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The port /metrics is served on (the bound one for a port 0 listener), None when it is off."""
+        return self._metrics_server.bound_port if self._metrics_server is not None else None
+
+    def _readiness(self) -> str | None:
+        if self._shutdown_begun:
+            return "shutting down"
+        if not self.started or self._node is None:
+            return "starting"
+        if self._node.cache.snapshot().controller_id < 0:
+            return "no controller known"
+        return None
+
+    def _gauges(self) -> BrokerGauges:
+        """What the broker's state says now (loop thread, at scrape time): nothing here is read per request."""
+        rm, node = self._replica_manager, self._node
+        gauges = BrokerGauges(connections=len(self.server.connections))
+        if rm is None or node is None:
+            return gauges
+        for part in rm.partitions:
+            lg = part.log
+            gauges.partitions.append(PartitionGauge(
+                part.topic, part.partition, lg.size, lg.log_start_offset, lg.log_end_offset, len(lg.log_segments()),
+                is_leader=True, under_replicated=len(part.isr) < len(part.replicas)))
+        for (topic, partition), lg in list(rm.follower_logs.items()):
+            if rm.get_partition((topic, partition)) is None:
+                gauges.partitions.append(PartitionGauge(
+                    topic, partition, lg.size, lg.log_start_offset, lg.log_end_offset, len(lg.log_segments()),
+                    is_leader=False, under_replicated=False))
+        snapshot = node.cache.snapshot()
+        gauges.active_controller = node.controller.is_active
+        if gauges.active_controller:
+            alive = set(snapshot.alive_broker_ids())
+            every = [p for t in snapshot.topics.values() for p in t.partitions.values()]
+            gauges.offline_partitions = sum(1 for p in every if p.leader < 0 or p.leader not in alive)
+            gauges.global_partitions = len(every)
+            gauges.global_topics = len(snapshot.topics)
+        gauges.purgatory = {"Produce": rm.produce_purgatory.delayed, "Fetch": rm.fetch_purgatory.delayed}
+        if self._groups is not None:
+            for group_id, group in self._groups.coordinator.groups().items():
+                for (topic, partition), committed in group.offsets.items():
+                    hosted = rm.get_partition((topic, partition))
+                    replica = hosted.log if hosted is not None else rm.follower_logs.get((topic, partition))
+                    if replica is None:
+                        continue
+                    gauges.group_lags.append(GroupLag(group_id, topic, partition, committed.offset,
+                                                      max(0, replica.high_watermark - committed.offset)))
+        return gauges
 
     async def _wait_for_a_controller(self, timeout_s: float) -> None:
         """Serve only once the metadata names a controller, so the first admin request after start-up is
@@ -684,6 +789,9 @@ class Broker:
         await self._controlled_shutdown()
         self._stopped = True
         log.info("sofakafka broker %d shutting down", self.broker_id)
+        if self._audit is not None:
+            # While the listeners still read: the writer's client may be sending to this very broker.
+            await self._audit.stop(flush_timeout_s=2.0)
         await self.server.stop_accepting()
         if self._replication is not None:
             await self._replication.shutdown()
@@ -706,6 +814,9 @@ class Broker:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._metadata_task
         await self._stop_blocking_parts()
+        if self._metrics_server is not None:
+            await self._metrics.idle.stop()
+            await self._metrics_server.stop()
         self.security.close()
         log.info("sofakafka broker %d stopped", self.broker_id)
 

@@ -136,6 +136,24 @@ def list_of(*allowed: str) -> Validator:
     return check
 
 
+def parse_metrics_listener(value: str) -> tuple[str, int]:
+    """``http://host:port`` (an empty host or ``0.0.0.0`` binds every interface) -> (host, port)."""
+    match = re.fullmatch(r"http://(\[[0-9a-fA-F:.]+\]|[^:/\[\]]*):(\d{1,5})/?", value.strip())
+    if not match or int(match.group(2)) > 65535:
+        raise ValueError(f"must look like http://127.0.0.1:9308, got {value!r}")
+    return match.group(1).strip("[]"), int(match.group(2))
+
+
+def _metrics_listener(value: ConfigValue) -> str | None:
+    if value is None:
+        return None
+    try:
+        parse_metrics_listener(str(value))
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 _VERSION_RE = re.compile(r"^(0\.(8\.[0-2]|9\.0|10\.[0-2]|11\.0)|[12]\.[0-9]+)(\.[0-9]+)?(-IV[0-9]+)?$")
 
 
@@ -368,11 +386,15 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("transaction.remove.expired.transaction.cleanup.interval.ms", _T.INT, 3600000, "How often expired transactional ids are removed.", at_least(1)),
     # Kafka 3.6's name (KIP-890); 2.6 has no such check. Off gives 2.6's behaviour exactly.
     ConfigKey("transaction.partition.verification.enable", _T.BOOLEAN, True, "Refuse a transactional produce to a partition the transaction coordinator has not added to the producer's ongoing transaction (KIP-890 style)."),
+    # --- metrics (not a Kafka key: Kafka exposes JMX; this serves Prometheus's text format instead)
+    ConfigKey("metrics.listener", _T.STRING, None, "http://host:port where /metrics (Prometheus text format), /health and /ready are served; unset: off.", _metrics_listener),
     # --- sofakafka's own
     ConfigKey("sofakafka.test.clock.offset.ms", _T.LONG, 0, "Tests only: milliseconds added to this broker's wall clock (record and append timestamps, retention, rolls by time); the chaos suite skews a broker's clock with it. Leave it at 0.", None),
     ConfigKey("sofakafka.connection.max.response.backlog.bytes", _T.LONG, 134217728, "Responses a connection may have waiting to be sent (the client not reading them) before it is closed, with the reason logged.", at_least(1)),
     ConfigKey("sofakafka.max.partitions.per.topic", _T.INT, 200000, "Most partitions a topic may be created with or grown to (CreateTopics, CreatePartitions answer INVALID_PARTITIONS above it); Kafka has no bound, and 2^31 - 1 asked for exhausts memory.", at_least(1), _CW),
     ConfigKey("log.max.open.segment.files", _T.INT, 1000, "Segment files (.log, .txnindex) kept open at once; the least recently used idle ones are closed and reopened on use, so descriptors stay bounded whatever the partitions and segments (indexes are memory-mapped and hold none, as in Kafka). Not a Kafka key.", at_least(1)),
+    ConfigKey("sofakafka.produce.audit.enable", _T.BOOLEAN, False, "Record who produced each batch (client id and address, producer id) in the compacted topic __sofakafka_produce_audit, for the console's message trace."),
+    ConfigKey("sofakafka.produce.audit.retention.ms", _T.LONG, 604800000, "retention.ms of __sofakafka_produce_audit (its cleanup.policy is compact,delete).", at_least(1)),
     ConfigKey("sofakafka.transaction.add.partitions.wait.ms", _T.INT, 100, "How long AddPartitionsToTxn waits for the producer's previous transaction to complete (its markers written) before answering CONCURRENT_TRANSACTIONS; 0 answers at once, as Kafka 2.6 does.", at_least(0)),
     ConfigKey("sofakafka.metadata.snapshot.interval.ops", _T.INT, 1000, "Embedded metadata store: journal records between compacted snapshots.", at_least(1)),
     ConfigKey("sofakafka.ldc.model", _T.STRING, None, "The LDC model (instance, cells, zones, cities) as JSON, kept as a cluster-wide dynamic config; written by `sofakafka ldc`, read by LDC clients and the router (docs/ldc.md).", _ldc_model, _CW),

@@ -59,7 +59,8 @@ from sofakafka.broker.context import BrokerContext
 from sofakafka.broker.handlers import HandlerSpec, RawResponse, RequestContext, lookup
 from sofakafka.broker.handlers.api_versions import unsupported_version_response
 from sofakafka.broker.listener_security import BrokerSecurity, ListenerSecurity
-from sofakafka.protocol.api import decode_request_body, response_type
+from sofakafka.broker.metrics import FETCH_CONSUMER, FETCH_FOLLOWER
+from sofakafka.protocol.api import ApiKey, decode_request_body, response_type
 from sofakafka.protocol.errors import ErrorCode, KafkaError, ProtocolError, UnsupportedVersionError
 from sofakafka.protocol.headers import (
     API_VERSIONS_KEY,
@@ -80,6 +81,7 @@ _SCRATCH_BYTES = 32 * 1024
 _LARGE_FRAME = 16 * 1024  # below this a partial frame waits in the scratch buffer, which always has room for it
 _FIRST_FRAME_BUFFER = 64 * 1024  # a large frame's buffer starts at this (or its size) and doubles as bytes arrive
 _EMPTY_VIEW = memoryview(b"")
+_FETCH_KEY = int(ApiKey.FETCH)
 
 
 class ConnectionOwner(Protocol):
@@ -146,6 +148,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # KIP-219: while a quota throttles this client the connection reads nothing (muted until this loop time).
         self._muted_until = 0.0
         self._unmute_timer: asyncio.TimerHandle | None = None
+        self._metrics = server.broker.metrics
 
     # -- transport callbacks -------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -307,6 +310,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if sasl is not None and sasl.expecting_raw_token:
             self._raw_sasl_token(sasl, bytes(frame))
             return
+        started = time.perf_counter()
         try:
             header, body_offset = decode_request_header(frame)
         except UnsupportedVersionError as exc:
@@ -343,6 +347,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         slot = _Slot(header.correlation_id)
         self._pending.append(slot)
         self.requests_handled += 1
+        fetch_kind = None
+        if key == _FETCH_KEY:
+            fetch_kind = FETCH_FOLLOWER if getattr(body, "replica_id", -1) >= 0 else FETCH_CONSUMER
         ctx = RequestContext(
             header=header,
             broker=self.server.broker,
@@ -355,7 +362,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             close_connection=self.close_for,
             request_size=len(frame) + 4,
         )
-        task = asyncio.get_running_loop().create_task(self._run(spec, ctx, body, slot))
+        task = asyncio.get_running_loop().create_task(self._run(spec, ctx, body, slot, started, fetch_kind))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         self._update_reading()
@@ -384,48 +391,57 @@ class KafkaConnection(asyncio.BufferedProtocol):
         asyncio.get_running_loop().call_later(
             delay, functools.partial(self.close_for, f"failed authentication: {detail}", drain=False))
 
-    async def _run(self, spec: HandlerSpec, ctx: RequestContext, body: Request, slot: _Slot) -> None:
-        header = ctx.header
-        result: Response | RawResponse | None
+    async def _run(self, spec: HandlerSpec, ctx: RequestContext, body: Request, slot: _Slot, started: float,
+                   fetch_kind: str | None) -> None:
+        """Handle one request into its slot; its total time (frame received to answer ready, Kafka's
+        TotalTimeMs less the wait behind earlier answers) counts in the broker's request metrics."""
         try:
-            result = await _timed(spec.handler(ctx, body), ctx.handler_seconds)
-        except KafkaError as exc:
-            log.info("%s v%d from %s failed with %s: %s", _api_name(ctx.api_key), ctx.api_version, self.peer,
-                     exc.code.name, exc.message)
-            result = _error_response(spec, body, ctx.api_version, exc.code)
+            header = ctx.header
+            result: Response | RawResponse | None
+            try:
+                result = await _timed(spec.handler(ctx, body), ctx.handler_seconds)
+            except KafkaError as exc:
+                log.info("%s v%d from %s failed with %s: %s", _api_name(ctx.api_key), ctx.api_version, self.peer,
+                         exc.code.name, exc.message)
+                self._metrics.record_error(ctx.api_key, exc.code.name)
+                result = _error_response(spec, body, ctx.api_version, exc.code)
+                if result is None:
+                    self._finish(slot, None)
+                    self.close_for(f"{_api_name(ctx.api_key)} failed with {exc.code.name} and its response cannot say so")
+                    return
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("unexpected error handling %s v%d from %s", _api_name(ctx.api_key), ctx.api_version,
+                              self.peer)
+                self._metrics.record_error(ctx.api_key, ErrorCode.UNKNOWN_SERVER_ERROR.name)
+                result = _error_response(spec, body, ctx.api_version, ErrorCode.UNKNOWN_SERVER_ERROR)
+                if result is None:
+                    self._finish(slot, None)
+                    self.close_for(f"{_api_name(ctx.api_key)} failed and its response cannot carry an error")
+                    return
+            self._apply_request_quota(ctx, result)
+            throttle_ms = ctx.throttle_ms
+            if throttle_ms > 0:
+                self._mute_for(throttle_ms)
+                if result is not None and not client_throttles(ctx.api_key, ctx.api_version):
+                    # A client from before KIP-219 does not throttle itself: the broker holds the response back.
+                    await asyncio.sleep(throttle_ms / 1000)
             if result is None:
                 self._finish(slot, None)
-                self.close_for(f"{_api_name(ctx.api_key)} failed with {exc.code.name} and its response cannot say so")
                 return
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("unexpected error handling %s v%d from %s", _api_name(ctx.api_key), ctx.api_version,
-                          self.peer)
-            result = _error_response(spec, body, ctx.api_version, ErrorCode.UNKNOWN_SERVER_ERROR)
-            if result is None:
+            try:
+                chunks = self._encode(header, result)
+            except ProtocolError:
+                log.exception("cannot encode the %s v%d response for %s", _api_name(ctx.api_key), ctx.api_version,
+                              self.peer)
                 self._finish(slot, None)
-                self.close_for(f"{_api_name(ctx.api_key)} failed and its response cannot carry an error")
+                self.close_for("response could not be encoded")
                 return
-        self._apply_request_quota(ctx, result)
-        throttle_ms = ctx.throttle_ms
-        if throttle_ms > 0:
-            self._mute_for(throttle_ms)
-            if result is not None and not client_throttles(ctx.api_key, ctx.api_version):
-                # A client from before KIP-219 does not throttle itself: the broker holds the response back.
-                await asyncio.sleep(throttle_ms / 1000)
-        if result is None:
-            self._finish(slot, None)
-            return
-        try:
-            chunks = self._encode(header, result)
-        except ProtocolError:
-            log.exception("cannot encode the %s v%d response for %s", _api_name(ctx.api_key), ctx.api_version,
-                          self.peer)
-            self._finish(slot, None)
-            self.close_for("response could not be encoded")
-            return
-        self._finish(slot, chunks)
+            self._finish(slot, chunks)
+        finally:
+            self._metrics.record_request(ctx.api_key, ctx.api_version, (time.perf_counter() - started) * 1000.0,
+                                         fetch_kind)
 
     def _apply_request_quota(self, ctx: RequestContext, result: Response | RawResponse | None) -> None:
         """Record the request's handling time against the request-time quota (KIP-124), unless the handler did

@@ -10,7 +10,7 @@ can hand them any object that has the names they use.
   ``__transaction_state``, sofakafka/broker/transaction_topic.py) needs to create, append to and load that topic.
 * :class:`BrokerContext`: what a request handler sees as ``ctx.broker`` (sofakafka/broker/handlers/): the
   coordinator context plus the data path, the metadata and the controller, the coordinators and this broker's
-  own listeners.
+  own listeners, the metrics and the produce audit.
 
 Adding a part (a transaction coordinator, an authorizer, metrics): a property here, typed by the part's own
 module (which must not import this one back), and the same property on ``Broker``, which builds it. The
@@ -22,12 +22,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
+from sofakafka.broker.audit_writer import ProduceAuditWriter
 from sofakafka.broker.bound_listener import BoundListener
 from sofakafka.broker.client_quotas import ClientQuotaManager
 from sofakafka.broker.config import KafkaConfig
 from sofakafka.broker.fetch_session import FetchSessionCache
 from sofakafka.broker.group import GroupCoordinator
 from sofakafka.broker.group_filters import GroupFilterRegistry
+from sofakafka.broker.metrics import BrokerMetrics
 from sofakafka.broker.producer_id_manager import ProducerIdManager
 from sofakafka.broker.replica_manager import MarkerEntry, ReplicaManager
 from sofakafka.broker.replica_manager import TopicPartition as TxnPartition
@@ -196,4 +198,15 @@ class BrokerContext(CoordinatorContext, Protocol):
     @property
     def listeners(self) -> Sequence[BoundListener]:
         """Where this broker listens and what it advertises, per listener."""
+        ...
+
+    # -- operating it -------------------------------------------------------------------------------------------
+    @property
+    def metrics(self) -> BrokerMetrics:
+        """The counters /metrics reads (sofakafka/broker/metrics.py); bumped on the loop, per request or batch set."""
+        ...
+
+    @property
+    def produce_audit(self) -> ProduceAuditWriter | None:
+        """Who produced each batch, for the console's trace; None unless ``sofakafka.produce.audit.enable``."""
         ...

@@ -134,6 +134,10 @@ class IsrManager:
             if self._rm.get_partition(part.tp) is not part or part.leader_epoch != state.leader_epoch:
                 return
             part.zk_version = version
+            if len(new_isr) < len(part.isr):
+                self._rm.metrics.isr_shrinks += 1
+            elif len(new_isr) > len(part.isr):
+                self._rm.metrics.isr_expands += 1
             part.isr = list(new_isr)
             now = wall_clock_ms()
             for r in new_isr:

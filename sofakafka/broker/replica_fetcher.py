@@ -570,6 +570,8 @@ class ReplicaFetcher:
             return
         lg = fp.log
         records = whole_batches(p.records) if p.records is not None else memoryview(b"")
+        if records:
+            self._rm.metrics.replication_bytes_in += len(records)
         leader_hw = p.high_watermark
         leader_log_start = p.log_start_offset
 

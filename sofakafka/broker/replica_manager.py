@@ -36,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
+from sofakafka.broker.metrics import BrokerMetrics
 from sofakafka.broker.purgatory import DelayedOperation, DelayedOperationPurgatory
 from sofakafka.broker.record_filter import RecordMatcher, filter_fetched
 from sofakafka.broker.worker_threads import WorkerThreads
@@ -218,6 +219,10 @@ class ProducePartitionResult:
     error_message: str | None = None
 
 
+AppendedCallback = Callable[
+    [Sequence[tuple[TopicPartition, Buffer | None]], dict[TopicPartition, "ProducePartitionResult"]], None]
+
+
 @dataclass(frozen=True, slots=True)
 class FetchPartitionRequest:
     topic: str
@@ -320,9 +325,13 @@ class DelayedFetch(DelayedOperation):
 
 
 class ReplicaManager:
-    def __init__(self, broker_id: int, log_manager: LogManager, *, read_threads: int = 2) -> None:
+    def __init__(self, broker_id: int, log_manager: LogManager, *, read_threads: int = 2,
+                 metrics: BrokerMetrics | None = None) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
+        # Bytes and messages in and out per topic, counted here on the loop per partition of each request
+        # (never per record); the ISR manager and the replica fetchers count theirs into the same object.
+        self.metrics = metrics if metrics is not None else BrokerMetrics()
         self._partitions: dict[TopicPartition, Partition] = {}
         # Logs of the partitions this broker follows (replica_fetcher fills and empties it).
         self.follower_logs: dict[TopicPartition, Log] = {}
@@ -513,6 +522,7 @@ class ReplicaManager:
         produce_version: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         verified: Mapping[TopicPartition, object] | None = None,
+        on_appended: AppendedCallback | None = None,
     ) -> dict[TopicPartition, ProducePartitionResult]:
         """Append each partition's record data as its leader; acks=-1 waits until the high watermark passes it.
 
@@ -520,13 +530,17 @@ class ReplicaManager:
         sequences). ``verified`` holds, per partition, the verification token a transactional produce took
         (:meth:`txn_verification_token`) when the transaction coordinator confirmed the partition is in the
         producer's transaction; with ``txn_verification`` on, a client batch that would open a transaction on a
-        partition without a still-valid token is refused with INVALID_TXN_STATE."""
+        partition without a still-valid token is refused with INVALID_TXN_STATE. ``on_appended(entries, results)``
+        runs on the loop right after the append, before the acks=-1 wait (the produce audit's hook)."""
         if acks not in (-1, 0, 1):
             return {tp: ProducePartitionResult(ErrorCode.INVALID_REQUIRED_ACKS,
                                                error_message=f"acks must be -1, 0 or 1, not {acks}")
                     for tp, _ in entries}
         tokens = verified or {}
         results = await self.run_append(lambda: self._append_all(entries, produce_version, acks, origin, tokens))
+        self._count_produce(entries, results)
+        if on_appended is not None:
+            on_appended(entries, results)
         replicated = self._replicated(results, acks, timeout_ms)
         if replicated is not None:
             await replicated
@@ -571,6 +585,17 @@ class ReplicaManager:
             then()
         else:
             replicated.add_done_callback(lambda _: then())
+
+    def _count_produce(self, entries: Sequence[tuple[TopicPartition, Buffer | None]],
+                       results: dict[TopicPartition, ProducePartitionResult]) -> None:
+        metrics = self.metrics
+        for tp, records in entries:
+            r = results[tp]
+            if r.error_code == ErrorCode.NONE:
+                metrics.record_produce(tp[0], len(records) if records is not None else 0,
+                                       r.last_offset - r.base_offset + 1)
+            else:
+                metrics.record_failed_produce(tp[0], ErrorCode.for_code(r.error_code).name)
 
     def _append_all(self, entries: Sequence[tuple[TopicPartition, Buffer | None]], produce_version: int,
                     acks: int, origin: AppendOrigin = AppendOrigin.CLIENT,
@@ -777,6 +802,24 @@ class ReplicaManager:
         ``follower_reads`` (a consumer's Fetch v11+, KIP-392): partitions this broker follows are read too, up
         to the follower's high watermark, as Kafka 2.6 serves consumers that send client metadata.
         """
+        results = await self._fetch_messages(replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level,
+                                             partitions, hard_max_bytes_limit, to_magic, zstd_readable,
+                                             follower_reads, filters)
+        metrics = self.metrics
+        replica = replica_id >= 0
+        for req, r in zip(partitions, results, strict=True):
+            if r.error_code == ErrorCode.NONE:
+                metrics.record_fetch(req.topic, len(r.records), replica=replica)
+            else:
+                metrics.record_failed_fetch(req.topic, ErrorCode.for_code(r.error_code).name)
+        return results
+
+    async def _fetch_messages(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
+                              isolation_level: int, partitions: Sequence[FetchPartitionRequest],
+                              hard_max_bytes_limit: bool, to_magic: int | None, zstd_readable: bool,
+                              follower_reads: bool,
+                              filters: Callable[[], Mapping[TopicPartition, RecordMatcher] | None] | None
+                              ) -> list[FetchPartitionResult]:
         if replica_id >= 0:
             isolation = FetchIsolation.LOG_END
         elif isolation_level == ISOLATION_READ_COMMITTED:

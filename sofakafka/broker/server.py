@@ -418,12 +418,14 @@ class SocketServer:
             self._release(conn.peer[0], conn.listener_name)
             return False
         self.connections.add(conn)
+        self.broker.metrics.connections_created += 1
         return True
 
     def connection_closed(self, conn: KafkaConnection) -> None:
         if conn not in self.connections:
             return
         self.connections.discard(conn)
+        self.broker.metrics.connections_closed += 1
         self._release(conn.peer[0], conn.listener_name)
 
     async def stop_accepting(self) -> None:

@@ -18,6 +18,8 @@ listeners, because one address cannot serve both sides of a container network: I
 and containers dial (``broker-N:9092`` in Docker), EXTERNAL what the host dials (``localhost:1909N``,
 published). Advertising the in-network name to the host, or ``localhost`` to other containers, is the
 classic first-run failure: the bootstrap connection works, and every request after Metadata goes nowhere.
+Every broker also serves Prometheus metrics (``metrics.listener``, docs/metrics.md): on loopback broker N on
+``BASE+300+N-1``, in Docker on 9308 inside its container, published on the host as ``19391``, ``19392``, ...
 
 ZooKeeper is Debian's ``zookeeper`` package run as a plain JVM, as a service manager would but without one:
 ``QuorumPeerMain`` with a standalone ``zoo.cfg``. Readiness is the ``srvr`` four-letter word answering a
@@ -52,6 +54,9 @@ DEFAULT_ZK_PORT = 2181
 # Loopback INTERNAL listeners sit this far above the EXTERNAL ones, so `--base-port P` reserves two
 # predictable blocks: P..P+N-1 for clients, P+100..P+100+N-1 between brokers.
 INTERNAL_PORT_OFFSET = 100
+# Broker N serves /metrics, /health and /ready (metrics.listener) on BASE+METRICS_PORT_OFFSET+N-1.
+METRICS_PORT_OFFSET = 300
+DOCKER_METRICS_PORT = 9308
 DOCKER_INTERNAL_PORT = 9092
 DOCKER_ZK_CONNECT = "zookeeper:2181"
 DOCKER_DATA_DIR = "/var/lib/sofakafka"
@@ -84,6 +89,15 @@ class BrokerAddress:
     external_bind: str
     external_advertised: str
     external_port: int
+    metrics_port: int = 0
+    """Where metrics.listener binds (on ``external_bind``); 0: metrics off (a cluster.json from before them)."""
+
+    @property
+    def metrics_url(self) -> str | None:
+        if not self.metrics_port:
+            return None
+        host = self.external_bind
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.metrics_port}"
 
 
 def broker_properties(
@@ -116,6 +130,8 @@ def broker_properties(
         "unclean.leader.election.enable": "false",
         "auto.leader.rebalance.enable": "true",
     }
+    if address.metrics_url is not None:
+        props["metrics.listener"] = address.metrics_url
     if rack is not None:
         props["broker.rack"] = rack
     props.update(overrides or {})
@@ -130,14 +146,27 @@ def render_properties(props: Mapping[str, str], comment: str) -> str:
 
 def loopback_address(broker_id: int, base_port: int, host: str = "127.0.0.1") -> BrokerAddress:
     external = base_port + broker_id - 1
-    return BrokerAddress(host, host, external + INTERNAL_PORT_OFFSET, host, host, external)
+    return BrokerAddress(host, host, external + INTERNAL_PORT_OFFSET, host, host, external,
+                         external + METRICS_PORT_OFFSET)
+
+
+def broker_ports(base_port: int, brokers: int) -> list[int]:
+    """Every port the brokers of a loopback cluster bind (EXTERNAL, INTERNAL, metrics), for callers that pick a
+    free block; the highest is below ``base_port + METRICS_PORT_OFFSET + brokers``."""
+    return [p for i in range(1, brokers + 1) for a in [loopback_address(i, base_port)]
+            for p in (a.external_port, a.internal_port, a.metrics_port)]
 
 
 def docker_address(broker_id: int) -> BrokerAddress:
     # Inside its container a broker binds every interface; the names it advertises are the compose service
     # name (resolvable on the compose network) and localhost with the port published 1:1 on the host.
     return BrokerAddress("0.0.0.0", f"broker-{broker_id}", DOCKER_INTERNAL_PORT,
-                         "0.0.0.0", "localhost", DEFAULT_BASE_PORT + broker_id - 1)
+                         "0.0.0.0", "localhost", DEFAULT_BASE_PORT + broker_id - 1, DOCKER_METRICS_PORT)
+
+
+def docker_metrics_host_port(broker_id: int) -> int:
+    """The host port broker ``broker_id``'s /metrics is published on (its container serves it on 9308)."""
+    return DEFAULT_BASE_PORT + METRICS_PORT_OFFSET + broker_id - 1
 
 
 def docker_broker_properties(broker_id: int, brokers: int = 3) -> dict[str, str]:
@@ -172,11 +201,17 @@ def compose_document(brokers: int = 3) -> dict[str, object]:
             "image": "sofakafka:latest",
             "hostname": f"broker-{broker_id}",
             "depends_on": {"zookeeper": {"condition": "service_healthy"}},
-            "ports": [f"{external}:{external}"],
+            "ports": [f"{external}:{external}", f"{docker_metrics_host_port(broker_id)}:{DOCKER_METRICS_PORT}"],
             "volumes": [
                 f"./broker-{broker_id}/server.properties:{DOCKER_PROPERTIES_PATH}:ro",
                 f"broker-{broker_id}-data:{DOCKER_DATA_DIR}",
             ],
+            # /ready answers 200 once the broker serves clients (docs/metrics.md); the image has Python, not curl.
+            "healthcheck": {
+                "test": ["CMD", "python", "-c", "import urllib.request; urllib.request.urlopen("
+                         f"'http://127.0.0.1:{DOCKER_METRICS_PORT}/ready', timeout=3)"],
+                "interval": "5s", "timeout": "5s", "retries": 24,
+            },
             "stop_grace_period": "30s",
         }
         volumes[f"broker-{broker_id}-data"] = {}
@@ -482,7 +517,7 @@ def up(spec: ClusterSpec, *, deadline_s: float = START_DEADLINE_S) -> ClusterSta
         if any(p.alive() for p in old.processes):
             raise LauncherError(f"a cluster is already running in {directory}; `sofakafka cluster down` first")
     addresses = {i: loopback_address(i, spec.base_port, spec.host) for i in range(1, spec.brokers + 1)}
-    ports = [spec.zk_port] + [p for a in addresses.values() for p in (a.internal_port, a.external_port)]
+    ports = [spec.zk_port] + [p for a in addresses.values() for p in (a.internal_port, a.external_port, a.metrics_port)]
     busy = [p for p in ports if not _port_free(spec.host, p)]
     if busy:
         raise LauncherError(f"ports already in use: {busy} (choose --base-port / --zk-port)")
@@ -554,9 +589,16 @@ def status(directory: Path) -> list[str]:
     state = ClusterState.load(directory.resolve())
     lines = []
     for p in state.processes:
-        where = (f"127.0.0.1:{state.zk_port}" if p.name == "zookeeper" else
-                 "{0.external_advertised}:{0.external_port}".format(state.brokers[int(p.name.split("-")[1])]))
-        lines.append(f"{p.name}: {'running' if p.alive() else 'NOT RUNNING'} pid {p.pid} on {where}, log {p.log}")
+        metrics = ""
+        if p.name == "zookeeper":
+            where = f"127.0.0.1:{state.zk_port}"
+        else:
+            address = state.brokers[int(p.name.split("-")[1])]
+            where = f"{address.external_advertised}:{address.external_port}"
+            if address.metrics_url is not None:
+                metrics = f", metrics {address.metrics_url}/metrics"
+        lines.append(f"{p.name}: {'running' if p.alive() else 'NOT RUNNING'} pid {p.pid} on {where}{metrics}, "
+                     f"log {p.log}")
     return lines
 
 
@@ -582,7 +624,7 @@ def main(argv: Sequence[str]) -> int:
     up_p.add_argument("--dir", default=DEFAULT_DIR, help="cluster directory (configs, data, logs, pid files)")
     up_p.add_argument("--base-port", type=int, default=DEFAULT_BASE_PORT,
                       help=f"client port of broker 1; broker N listens on BASE+N-1 (and BASE+{INTERNAL_PORT_OFFSET}+N-1 "
-                           "between brokers)")
+                           f"between brokers) and serves /metrics on BASE+{METRICS_PORT_OFFSET}+N-1")
     up_p.add_argument("--zk-port", type=int, default=DEFAULT_ZK_PORT)
     up_p.add_argument("--rack", action="append", default=[], help="broker.rack, one per broker in id order; "
                       "or one comma-separated list")

@@ -24,10 +24,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from sofakafka.client import ClientError, KafkaClient
+from sofakafka.client import ClientError, KafkaClient, parse_bootstrap
 from sofakafka.client.security import ClientSecurity
 from sofakafka.protocol.errors import KafkaError
 from sofakafka.security import SecurityConfigError
@@ -133,11 +135,32 @@ def _int_property(props: Mapping[str, str], key: str, path: str) -> int | None:
     return value
 
 
-def client(args: argparse.Namespace, verb: str) -> KafkaClient:
-    """The tool's client: ``--bootstrap-server`` (required), then ``--command-config``'s settings (TLS and SASL
-    too), then the command line's own ``--request-timeout-ms`` over the file's."""
+@dataclass(frozen=True)
+class ClientSettings:
+    """What a tool's client is made of: KafkaClient's arguments, read from the options and the properties file."""
+
+    bootstrap_servers: str
+    client_id: str
+    request_timeout_ms: int
+    retry_backoff_ms: int
+    security: ClientSecurity | None = None
+
+    def connect(self) -> KafkaClient:
+        return KafkaClient(self.bootstrap_servers, client_id=self.client_id,
+                           request_timeout_ms=self.request_timeout_ms, retry_backoff_ms=self.retry_backoff_ms,
+                           security=self.security)
+
+
+def client_settings(args: argparse.Namespace, verb: str, *,
+                    default_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS) -> ClientSettings:
+    """``--bootstrap-server`` (required, checked here), then ``--command-config``'s settings, then the command
+    line's own ``--request-timeout-ms`` over the file's; TLS and SASL come from the file too."""
     if not args.bootstrap_server:
         raise UsageError("--bootstrap-server is required")
+    try:
+        parse_bootstrap(args.bootstrap_server)
+    except ValueError as e:
+        raise UsageError(f"--bootstrap-server: {e}") from None
     path = getattr(args, "command_config", None)
     props = read_properties(path) if path else {}
     security = _security(props, path) if path else None
@@ -148,11 +171,17 @@ def client(args: argparse.Namespace, verb: str) -> KafkaClient:
     timeout_ms = args.request_timeout_ms
     if timeout_ms is None:
         timeout_ms = _int_property(props, "request.timeout.ms", path or "")
+    elif timeout_ms <= 0:
+        raise UsageError(f"--request-timeout-ms: must be positive, got {timeout_ms}")
     backoff_ms = _int_property(props, "retry.backoff.ms", path or "")
-    return KafkaClient(args.bootstrap_server, client_id=props.get("client.id") or f"sofakafka-{verb}",
-                       request_timeout_ms=DEFAULT_REQUEST_TIMEOUT_MS if timeout_ms is None else timeout_ms,
-                       retry_backoff_ms=DEFAULT_RETRY_BACKOFF_MS if backoff_ms is None else backoff_ms,
-                       security=security)
+    return ClientSettings(args.bootstrap_server, props.get("client.id") or f"sofakafka-{verb}",
+                          default_timeout_ms if timeout_ms is None else timeout_ms,
+                          DEFAULT_RETRY_BACKOFF_MS if backoff_ms is None else backoff_ms, security)
+
+
+def client(args: argparse.Namespace, verb: str) -> KafkaClient:
+    """The tool's client (see :func:`client_settings`)."""
+    return client_settings(args, verb).connect()
 
 
 def _security(props: Mapping[str, str], path: str) -> ClientSecurity | None:
@@ -188,6 +217,31 @@ def comma_list(text: str | None) -> list[str]:
 
 
 # -- output -----------------------------------------------------------------------------------------------------
+
+
+def print_json(value: object) -> None:
+    """A tool's ``--json`` output when it is not one table (a document of its own shape)."""
+    print(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+class Progress:
+    """Progress of a long scan or reset on stderr, at most every ``interval_s``: one line rewritten in place on a
+    terminal, one line per report otherwise (a log keeps them all). stdout stays the result alone."""
+
+    def __init__(self, interval_s: float = 0.5) -> None:
+        self.interval_s = interval_s
+        self._last = float("-inf")
+        self._tty = sys.stderr.isatty()
+
+    def report(self, text: str, *, final: bool = False) -> None:
+        now = time.monotonic()
+        if not final and now - self._last < self.interval_s:
+            return
+        self._last = now
+        if self._tty:
+            print(f"\r{text}", end="\n" if final else "", file=sys.stderr, flush=True)
+        else:
+            print(text, file=sys.stderr, flush=True)
 
 
 def print_table(rows: Sequence[Sequence[str]], *, as_json: bool = False) -> None:

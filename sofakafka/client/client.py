@@ -53,6 +53,7 @@ from sofakafka.protocol.messages.describe_client_quotas import (
 )
 from sofakafka.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from sofakafka.protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
+from sofakafka.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from sofakafka.protocol.messages.fetch import FetchRequest, FetchResponse
 from sofakafka.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
@@ -68,6 +69,7 @@ from sofakafka.protocol.messages.produce import ProduceRequest, ProduceResponse
 from sofakafka.protocol.records import (
     MAGIC_V0,
     MAGIC_V1,
+    BatchHeader,
     CompressionType,
     Record,
     RecordBatchBuilder,
@@ -283,6 +285,9 @@ class FetchResult:
     records: list[Record]
     # The offset to fetch next: past the last returned record, or past skipped batches (control batches).
     next_offset: int
+    # The headers of the batches the records came from (producer id and epoch, sequence, compression): the
+    # console's message trace names the producer from them.
+    batches: tuple[BatchHeader, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -455,7 +460,19 @@ class KafkaClient:
     def metadata(self, topics: Sequence[str] | None = None, *,
                  allow_auto_topic_creation: bool = False) -> ClusterMetadata:
         """Metadata for ``topics`` (None: all topics). Brokers and controller are always refreshed; the
-        topic map replaces only the topics asked about."""
+        topic map replaces only the topics asked about.
+
+        A broker that fails to answer (it died since we connected) is dropped and the next one asked, so
+        one dead broker does not fail a caller that any other broker could serve."""
+        tries = len(self.bootstrap) + (len(self._cluster.brokers) if self._cluster is not None else 0)
+        for _ in range(tries):
+            try:
+                return self._metadata_once(topics, allow_auto_topic_creation)
+            except (BrokerConnectionError, RequestTimeoutError):
+                continue
+        return self._metadata_once(topics, allow_auto_topic_creation)
+
+    def _metadata_once(self, topics: Sequence[str] | None, allow_auto_topic_creation: bool) -> ClusterMetadata:
         conn = self.any_connection()
         version = self.version(conn, ApiKey.METADATA)
         wanted: list[MetadataRequest.MetadataRequestTopic] | None
@@ -660,6 +677,40 @@ class KafkaClient:
                     for t in response.topics for p in t.partitions}
 
         return self._retry(self._deadline(), attempt, "ListPartitionReassignments")
+
+    def elect_leaders(self, partitions: Sequence[tuple[str, int]] | None, *, election_type: int = 0,
+                      timeout_ms: int = 30_000) -> dict[tuple[str, int], ItemResult]:
+        """ElectLeaders at the controller (0: preferred, 1: unclean; v0 knows only preferred); ``partitions``
+        None asks for every partition. Each partition's outcome is returned, ELECTION_NOT_NEEDED included."""
+        by_topic: dict[str, list[int]] = {}
+        for t, p in partitions or ():
+            by_topic.setdefault(t, []).append(p)
+
+        def attempt() -> dict[tuple[str, int], ItemResult]:
+            conn = self.controller()
+            version = self.version(conn, ApiKey.ELECT_LEADERS)
+            if election_type != 0 and version < 1:
+                raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "unclean elections need ElectLeaders v1+")
+            request = ElectLeadersRequest(
+                topic_partitions=None if partitions is None else [
+                    ElectLeadersRequest.TopicPartitions(topic=t, partition_id=ps) for t, ps in by_topic.items()],
+                timeout_ms=timeout_ms)
+            if version >= 1:
+                request.election_type = election_type
+            response = conn.send(request, version, timeout_s=timeout_ms / 1000 + self.request_timeout_s)
+            assert isinstance(response, ElectLeadersResponse)
+            if version >= 1:
+                _unless_not_controller(response.error_code)
+                _raise_top_level(response.error_code, "ElectLeaders failed")
+            out: dict[tuple[str, int], ItemResult] = {}
+            for r in response.replica_election_results:
+                for pr in r.partition_result:
+                    code = _unless_not_controller(pr.error_code, pr.error_message)
+                    out[(r.topic, pr.partition_id)] = ItemResult(f"{r.topic}-{pr.partition_id}", code,
+                                                                 pr.error_message)
+            return out
+
+        return self._retry(self._deadline(), attempt, "ElectLeaders")
 
     # -- configs -------------------------------------------------------------------------------------
 
@@ -1104,19 +1155,21 @@ def _fetch_result(topic: str, p: FetchResponse.FetchableTopicResponse.FetchableP
     code = ErrorCode.for_code(p.error_code)
     if code != ErrorCode.NONE:
         return KafkaError(code, f"fetch from {topic}-{p.partition_index} at offset {fetch_offset}: {code.name}")
-    records, next_offset = _decode_fetched(p.records or b"", fetch_offset)
+    records, next_offset, batches = _decode_fetched(p.records or b"", fetch_offset)
     return FetchResult(topic, p.partition_index, p.high_watermark, p.last_stable_offset, p.log_start_offset,
-                       records, next_offset)
+                       records, next_offset, batches)
 
 
-def _decode_fetched(data: Buffer, fetch_offset: int) -> tuple[list[Record], int]:
-    """Records at or after ``fetch_offset`` from a fetched record set; a partial trailing batch (the broker
-    may cut the set at max_bytes) is left for the next fetch."""
+def _decode_fetched(data: Buffer, fetch_offset: int) -> tuple[list[Record], int, tuple[BatchHeader, ...]]:
+    """Records at or after ``fetch_offset`` from a fetched record set, and the headers of the batches that
+    held them; a partial trailing batch (the broker may cut the set at max_bytes) is left for the next fetch."""
     out: list[Record] = []
+    batches: list[BatchHeader] = []
     next_offset = fetch_offset
     for header in iter_batches(data):
         next_offset = max(next_offset, header.next_offset)
-        if header.is_control:
+        if header.is_control or header.last_offset < fetch_offset:
             continue
+        batches.append(header)
         out += [r for r in decode_records(data, header) if r.offset >= fetch_offset]
-    return out, next_offset
+    return out, next_offset, tuple(batches)

@@ -9,6 +9,7 @@ import random
 import socket
 import subprocess
 import sys
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,15 +39,14 @@ def _free(port: int) -> bool:
 
 
 def free_port_block() -> tuple[int, int]:
-    """A base port whose EXTERNAL and INTERNAL blocks are free, and a free ZooKeeper port."""
+    """A base port whose EXTERNAL, INTERNAL and metrics blocks are free, and a free ZooKeeper port."""
     rng = random.Random()
     for _ in range(200):
         # Below Linux's ephemeral range (32768+), where client sockets could take a port between the check
         # and the bind.
-        base = rng.randrange(20000, 32768 - 200 - BROKERS)
-        ports = [base + i for i in range(BROKERS)] + [base + cl.INTERNAL_PORT_OFFSET + i for i in range(BROKERS)]
+        base = rng.randrange(20000, 32768 - cl.METRICS_PORT_OFFSET - BROKERS)
         zk = base + 200
-        if all(_free(p) for p in [*ports, zk]):
+        if all(_free(p) for p in [*cl.broker_ports(base, BROKERS), zk]):
             return base, zk
     raise AssertionError("no free port block")
 
@@ -115,6 +115,12 @@ def test_up_reports_every_process_and_bootstrap(cluster: Cluster) -> None:
         assert f"broker.id={broker_id}\n" in props
         assert f"zookeeper.connect=127.0.0.1:{cluster.zk_port}\n" in props
         assert f"log.dirs={cluster.directory.resolve() / f'broker-{broker_id}' / 'data'}\n" in props
+        # Every broker serves its metrics on BASE+300+N-1, named in status and answering /ready.
+        metrics = f"http://127.0.0.1:{cluster.base_port + cl.METRICS_PORT_OFFSET + broker_id - 1}"
+        assert f"metrics.listener={metrics}\n" in props
+        assert f"metrics {metrics}/metrics," in lines[broker_id]
+        with urllib.request.urlopen(metrics + "/ready", timeout=10) as ready:
+            assert ready.status == 200
 
 
 def test_a_second_up_on_a_running_cluster_is_refused(cluster: Cluster) -> None:
@@ -249,8 +255,7 @@ def test_down_stops_every_process(cluster: Cluster) -> None:
     assert not any(Path(f"/proc/{r.pid}").exists() and r.alive() for r in records)
     assert not (cluster.directory / "cluster.json").exists()
     # Every port is free again.
-    ports = [cluster.zk_port] + [cluster.base_port + i for i in range(BROKERS)] \
-        + [cluster.base_port + cl.INTERNAL_PORT_OFFSET + i for i in range(BROKERS)]
+    ports = [cluster.zk_port, *cl.broker_ports(cluster.base_port, BROKERS)]
     assert all(_free(p) for p in ports)
     status = sofakafka("cluster", "status", "--dir", str(cluster.directory))
     assert status.returncode == 1 and "no cluster" in status.stderr

@@ -7,7 +7,9 @@ message sets converted to one v2 batch for storage, offsets assigned in place. a
 leader's append, acks=-1 after the high watermark passes the appended offsets (through the produce
 purgatory), acks=0 sends no response at all, as Kafka does, and closes the connection when a partition failed (the only
 signal such a client gets); any other acks value is INVALID_REQUIRED_ACKS. Clients may
-not write to the internal topics (INVALID_TOPIC_EXCEPTION), except Kafka's ``__admin_client``.
+not write to the internal topics (INVALID_TOPIC_EXCEPTION), except Kafka's ``__admin_client``; the produce audit's
+topic only the brokers' audit writer writes (with an authorizer, only as a principal with CLUSTER_ACTION). With ``sofakafka.produce.audit.enable`` the partitions appended are
+handed to the audit writer (sofakafka/broker/audit_writer.py) right after the append.
 
 Transactions, beyond 2.6 (KIP-890's verification, ``transaction.partition.verification.enable``, on by default): a
 transactional batch that would open a transaction on a partition (its producer has none open there at that epoch)
@@ -33,12 +35,15 @@ throttle time, the connection muting itself for it (KIP-219; before v6 the respo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sofakafka.broker.handlers import RequestContext, handles
 from sofakafka.broker.handlers import _authz as authz
-from sofakafka.broker.replica_manager import ProducePartitionResult, TopicPartition
+from sofakafka.broker.replica_manager import AppendedCallback, ProducePartitionResult, TopicPartition
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import CorruptRecordError, ErrorCode
 from sofakafka.protocol.messages.produce import ProduceRequest, ProduceResponse
+from sofakafka.protocol.produce_audit import AUDIT_TOPIC, AUDIT_WRITER_CLIENT_ID
 from sofakafka.protocol.records import Buffer, read_batch_header
 from sofakafka.protocol.records.header import MAGIC_V2, peek_batch_header
 from sofakafka.security.quotas import PRODUCER_BYTE_RATE
@@ -104,6 +109,10 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
     entries: list[tuple[TopicPartition, Buffer | None]] = []
     refused: dict[TopicPartition, ProducePartitionResult] = {}
     internal_allowed = ctx.client_id == ADMIN_CLIENT_ID
+    # The brokers' audit writer, by its client id; with an authorizer only a principal with CLUSTER_ACTION (the
+    # brokers' own) may claim to be it, so a client cannot forge the trace by borrowing the id.
+    audit_writer = ctx.client_id == AUDIT_WRITER_CLIENT_ID and (
+        not authz.enabled(ctx) or authz.authorize_cluster(ctx, authz.AclOperation.CLUSTER_ACTION))
     writable: set[str] | None = None
     if authz.enabled(ctx):
         transactional, idempotent = _producer_kind(request)
@@ -121,7 +130,8 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
             tp = (topic.name, p.partition_index)
             if writable is not None and topic.name not in writable:
                 refused[tp] = ProducePartitionResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            elif topic.name in INTERNAL_TOPICS and not internal_allowed:
+            elif (topic.name in INTERNAL_TOPICS and not internal_allowed) or (
+                    topic.name == AUDIT_TOPIC and not (audit_writer or internal_allowed)):
                 refused[tp] = ProducePartitionResult(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                                      error_message=f"Cannot append to internal topic {topic.name}")
             else:
@@ -131,12 +141,24 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
         verified, unverified = await _verify_transactional(ctx, request.transactional_id, entries)
         refused.update(unverified)
         entries = [(tp, records) for tp, records in entries if tp not in unverified]
+    audit = ctx.broker.produce_audit
+    on_appended: AppendedCallback | None = None
+    if audit is not None:
+        transactional_id = request.transactional_id if version >= 3 else None
+
+        def on_appended(appended: Sequence[tuple[TopicPartition, Buffer | None]],
+                        results: dict[TopicPartition, ProducePartitionResult]) -> None:
+            audit.record(client_id=ctx.client_id, client_host=ctx.client_host, api_version=version,
+                         transactional_id=transactional_id, entries=appended, results=results,
+                         principal=ctx.principal)
+
     results = await ctx.broker.replica_manager.append_records(
         acks=request.acks,
         timeout_ms=request.timeout_ms,
         entries=entries,
         produce_version=version,
         verified=verified,
+        on_appended=on_appended,
     ) if entries else {}
     results.update(refused)
     _record_quotas(ctx, request)

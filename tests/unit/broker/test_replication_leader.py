@@ -242,3 +242,52 @@ async def _settle(h: Harness) -> None:
             return
         await asyncio.sleep(0.01)
     raise AssertionError("ISR writes did not finish")
+
+
+def test_metrics_count_bytes_and_messages_per_batch_set_replication_apart_and_isr_changes(
+        tmp_path: Path, store: MetadataStore, clock: Clock) -> None:
+    """BytesIn/MessagesIn per appended partition (the batch's own size), BytesOut for consumers only and
+    ReplicationBytesOut for followers (Kafka's split), failed produces with their error, ISR shrinks/expands."""
+    async def scenario(h: Harness) -> None:
+        m = h.rm.metrics
+        await h.lead(isr=(0, 1))
+        batch = _batch(4)
+        assert (await h.rm.append_records(acks=1, timeout_ms=1000, entries=[(TP, batch)], produce_version=8))[TP] \
+            .error_code == ErrorCode.NONE
+        assert (m.bytes_in[TOPIC], m.messages_in[TOPIC], m.produce_requests[TOPIC]) == (len(batch), 4, 1)
+        await h.follower_fetch(1, 0)  # the follower reads all 4 records
+        assert await h.follower_fetch(1, 4) == 4  # and has them: the high watermark moves
+        assert m.replication_bytes_out == len(batch) and m.bytes_out[TOPIC] == 0
+        assert await h.consumer_read_end() == len(batch)
+        assert m.bytes_out[TOPIC] == len(batch) and m.fetch_requests[TOPIC] == 3
+        unknown = ("no-such-topic", 0)
+        await h.rm.append_records(acks=1, timeout_ms=1000, entries=[(unknown, _batch(1))], produce_version=8)
+        assert m.failed_produce_requests["no-such-topic"] == 1
+        assert m.errors[("Produce", "UNKNOWN_TOPIC_OR_PARTITION")] == 1
+        clock.advance(100)  # replica 1 has not fetched for longer than the 50 ms lag: out; back once caught up
+        await h.isr.maybe_shrink()
+        await _settle(h)
+        assert (m.isr_shrinks, m.isr_expands) == (1, 0)
+        await h.follower_fetch(1, 4)
+        await _settle(h)
+        assert (m.isr_shrinks, m.isr_expands) == (1, 1)
+
+    run(scenario, tmp_path, store, lag_ms=50)
+
+
+def test_the_appended_hook_runs_after_the_append_before_the_acks_all_wait(tmp_path: Path, store: MetadataStore) -> None:
+    """The produce audit's hook sees the append's own result even when replication then times out."""
+    async def scenario(h: Harness) -> None:
+        await h.lead(isr=(0, 1))
+        seen: list[tuple[int, int, int]] = []
+
+        def hook(entries: object, results: dict[tuple[str, int], replica_manager.ProducePartitionResult]) -> None:
+            r = results[TP]
+            seen.append((r.error_code, r.base_offset, r.last_offset))
+
+        results = await h.rm.append_records(acks=-1, timeout_ms=50, entries=[(TP, _batch(3))], produce_version=8,
+                                            on_appended=hook)
+        assert seen == [(ErrorCode.NONE, 0, 2)]
+        assert results[TP].error_code == ErrorCode.REQUEST_TIMED_OUT  # replica 1 never fetched
+
+    run(scenario, tmp_path, store)

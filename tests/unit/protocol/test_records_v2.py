@@ -21,6 +21,7 @@ from sofakafka.protocol.records import (
     EndTransactionMarker,
     Record,
     RecordBatchBuilder,
+    batch_producer,
     build_batch,
     build_end_txn_marker,
     build_message_set,
@@ -301,3 +302,26 @@ def test_peek_needs_only_the_fixed_header() -> None:
         assert read_batch_header(buf[:fixed]) is None
         assert peek_batch_header(buf[:fixed]) == full
         assert peek_batch_header(buf[: fixed - 1]) is None
+
+
+@given(producer_id=st.integers(-1, 2**63 - 1), epoch=st.integers(-1, 2**15 - 1))
+def test_batch_producer_reads_what_the_header_says(producer_id: int, epoch: int) -> None:
+    buf = _one_record_batch(producer_id, epoch)
+    header = read_batch_header(buf)
+    assert header is not None
+    assert batch_producer(buf) == (header.producer_id, header.producer_epoch) == (producer_id, epoch)
+
+
+def _one_record_batch(producer_id: int, epoch: int) -> bytes:
+    builder = RecordBatchBuilder(producer_id=producer_id, producer_epoch=epoch)
+    builder.append_record(0, 1, b"k", b"v")
+    return builder.build()
+
+
+def test_batch_producer_is_none_for_legacy_message_sets_and_short_bytes() -> None:
+    legacy = build_message_set([Record(0, 5, b"k", b"v")], magic=1)
+    assert batch_producer(legacy) == (-1, -1)
+    v2 = _one_record_batch(42, 3)
+    assert batch_producer(v2[:V2_HEADER_SIZE]) == (42, 3), "the fixed header is enough"
+    assert batch_producer(v2[: V2_HEADER_SIZE - 1]) == (-1, -1)
+    assert batch_producer(b"") == (-1, -1)
