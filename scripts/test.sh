@@ -58,6 +58,13 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$poms_hash" ]; then
   echo "$poms_hash" > "$stamp"
 fi
 
+# franz-go (the Go client) for tests/interop/test_other_clients.py: interop/go's module, from the Go module proxy
+# (go.sum pins it), built once here; Go's own caches make a warm build a no-op. The machine's Go must be 1.26+
+# (interop/go/go.mod); Debian 12's golang-go is older, so it is installed only where there is no Go at all, and
+# the franz-go test then says why it cannot build.
+command -v go >/dev/null 2>&1 || { $SUDO apt-get update -qq; DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq golang-go; }
+(cd interop/go && go build -o bin/franzgo .) || echo "warning: interop/go did not build (Go 1.26+ needed); tests/interop/test_other_clients.py will say so"
+
 echo "== ruff";         .venv/bin/ruff check sofakafka tests bench tools
 echo "== mypy";         .venv/bin/mypy
 echo "== import-linter"; .venv/bin/lint-imports

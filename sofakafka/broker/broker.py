@@ -383,7 +383,13 @@ class Broker:
         self._log_manager.add_dir_failure_listener(self._on_log_dir_failure)
         await self.run_blocking(self._log_manager.startup)
         self._logs_loaded = True
-        self._replica_manager = ReplicaManager(self.broker_id, self._log_manager, metrics=self._metrics)
+        cache = self._node.cache
+
+        def known_partition(tp: tuple[str, int]) -> bool:
+            return cache.snapshot().partition(*tp) is not None
+
+        self._replica_manager = ReplicaManager(self.broker_id, self._log_manager, metrics=self._metrics,
+                                               known_partition=known_partition)
         self._replica_manager.txn_verification = config.get_bool("transaction.partition.verification.enable")
         self._replication = Replication(config, self.broker_id, self._replica_manager, self.store,
                                         self._node.cache.snapshot, self.run_blocking,
@@ -571,8 +577,10 @@ class Broker:
         if to_lead:
             await rm.become_leaders(to_lead)
         for part in rm.partitions:
-            if part.tp not in wanted and part.topic in snap.topics:
-                # Leadership moved elsewhere: stop serving it; replication below makes us its follower.
+            if part.tp not in wanted and part.topic not in snap.deleting:
+                # Leadership moved elsewhere: stop serving it; replication below makes us its follower. (A topic
+                # whose deletion started waits for the controller's StopReplica; one gone altogether was deleted
+                # without us, and its log goes in _delete_removed_replicas.)
                 await rm.stop_replica(part.topic, part.partition, delete=False)
         if self._replication is not None:
             await self._replication.apply(snap)
@@ -725,15 +733,28 @@ class Broker:
     async def _delete_removed_replicas(self, snap: ClusterMetadata) -> None:
         """StopReplica(delete=true) of a completed reassignment, in the watch design: a replica the assignment no
         longer names, which neither leads nor is in the ISR (so the state znode agrees it is gone, whichever of the
-        two znodes the cache saw first), deletes its log. Replication.apply has already stopped following it."""
+        two znodes the cache saw first), deletes its log. Replication.apply has already stopped following it.
+
+        The same holds for a topic whose deletion started (the controller asks only the replicas the assignment
+        names), and a log of a topic the metadata does not have at all, or of a partition number beyond the
+        topic's, was deleted while this broker was away (a replica reassigned away while it was down, then the
+        topic deleted): nobody will ever ask for it, so it goes too. Kafka 2.6 would keep such a stray log
+        forever. A log can only exist for a topic this broker saw in the tree (logs are created from the
+        metadata), and the tree is the cluster's own (the cluster id in meta.properties is checked at start-up)."""
         rm = self.replica_manager
         for topic, partition in [(lg.topic, lg.partition) for lg in self.log_manager.all_logs]:
-            p = snap.partition(topic, partition)
-            if p is None or self.broker_id in p.replicas or p.leader == self.broker_id or self.broker_id in p.isr:
+            found = snap.topics.get(topic) or snap.deleting.get(topic)
+            p = None if found is None else found.partitions.get(partition)
+            if p is not None and (self.broker_id in p.replicas or p.leader == self.broker_id
+                                  or self.broker_id in p.isr):
                 continue
             if rm.get_partition((topic, partition)) is not None or (topic, partition) in rm.follower_logs:
                 continue
-            log.info("%s-%d: no longer a replica (reassigned away); deleting the log", topic, partition)
+            if p is not None:
+                log.info("%s-%d: no longer a replica (reassigned away); deleting the log", topic, partition)
+            else:
+                log.warning("%s-%d: stray log of a %s; deleting it", topic, partition,
+                            "deleted topic" if found is None else "partition the topic no longer has")
             await self._delete_local_replica(TopicPartition(topic, partition))
 
     # -- periodic work ------------------------------------------------------------------------------------------------

@@ -326,9 +326,15 @@ class DelayedFetch(DelayedOperation):
 
 class ReplicaManager:
     def __init__(self, broker_id: int, log_manager: LogManager, *, read_threads: int = 2,
-                 metrics: BrokerMetrics | None = None) -> None:
+                 metrics: BrokerMetrics | None = None,
+                 known_partition: Callable[[TopicPartition], bool] | None = None) -> None:
+        """``known_partition(tp)``: whether the broker's metadata has the partition (its topic, not being deleted,
+        and a partition of that number), which decides between NOT_LEADER_OR_FOLLOWER and
+        UNKNOWN_TOPIC_OR_PARTITION for a partition not led here (see :meth:`partition_or_error`). Without it, only
+        what this broker hosts is known."""
         self.broker_id = broker_id
         self.log_manager = log_manager
+        self._known_partition = known_partition
         # Bytes and messages in and out per topic, counted here on the loop per partition of each request
         # (never per record); the ISR manager and the replica fetchers count theirs into the same object.
         self.metrics = metrics if metrics is not None else BrokerMetrics()
@@ -352,7 +358,20 @@ class ReplicaManager:
     def get_partition(self, tp: TopicPartition) -> Partition | None:
         return self._partitions.get(tp)
 
+    def check_known(self, topic: str, partition: int) -> None:
+        """UNKNOWN_TOPIC_OR_PARTITION for a partition the metadata does not have: a topic it does not know (or
+        whose deletion started), or a partition number out of range. Kafka's handlers check this before anything
+        else, whether or not the partition is still hosted here."""
+        if self._known_partition is not None and not self._known_partition((topic, partition)):
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"This server does not host this topic-partition: {topic}-{partition}")
+
     def partition_or_error(self, topic: str, partition: int) -> Partition:
+        """The partition this broker leads, or Kafka 2.6's error: UNKNOWN_TOPIC_OR_PARTITION for a partition the
+        metadata does not have, NOT_LEADER_OR_FOLLOWER (2.6's NOT_LEADER_FOR_PARTITION, code 6) for one it has but
+        another broker leads, whether this one follows it or holds no replica at all (a client with stale
+        metadata, or one asking during a reassignment, refreshes its metadata and goes to the leader)."""
+        self.check_known(topic, partition)
         part = self._partitions.get((topic, partition))
         if self.log_manager.is_offline(topic, partition):
             # Its log directory failed (disk full, I/O error): Kafka answers KAFKA_STORAGE_ERROR until the
@@ -361,6 +380,9 @@ class ReplicaManager:
         if part is None:
             if (topic, partition) in self.follower_logs:
                 raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{partition} is led by another broker")
+            if self._known_partition is not None:
+                raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                 f"This broker holds no replica of {topic}-{partition}")
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition} is not hosted here")
         return part
 
@@ -893,6 +915,7 @@ class ReplicaManager:
     def _read_partition(self, req: FetchPartitionRequest, isolation: FetchIsolation, remaining: int,
                         min_one_message: bool, to_magic: int | None, zstd_readable: bool,
                         follower_reads: bool = False, matcher: RecordMatcher | None = None) -> FetchPartitionResult:
+        self.check_known(req.topic, req.partition)
         followed = self.follower_logs.get(req.tp) if follower_reads and req.tp not in self._partitions else None
         if followed is not None:
             lg = followed

@@ -148,5 +148,5 @@ class ControllerServices(Protocol):
         ...
 
     def resume_deletions(self) -> None:
-        """Carry on deleting the topics marked for deletion (one waits while a partition of it moves)."""
+        """Carry on deleting the topics marked for deletion (asking again the replicas not yet deleted)."""
         ...

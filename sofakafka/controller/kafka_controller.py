@@ -102,6 +102,7 @@ from sofakafka.controller.store import (
     MetadataStore,
     NodeExistsError,
     NoNodeError,
+    NotEmptyError,
     Op,
     SessionState,
     SetDataOp,
@@ -419,11 +420,15 @@ class KafkaController:
         self._context.live_brokers = self._read_live_brokers()
         for topic in store.get_children(zk_paths.TOPICS_PATH, self.watch):
             self._load_topic(topic)
+        # Deletions first, so that no leader is elected for a topic being deleted (Kafka's TopicDeletionManager
+        # starts before its partition state machine).
+        self._on_topic_deletion()
         # Partitions that never got a state, or whose leader is gone, need an election.
         needs_election = [
             tp
             for tp, ctx in self._context.partitions.items()
-            if ctx.state is None or ctx.state.leader not in self._context.live_brokers
+            if tp.topic not in self._context.topics_to_delete
+            and (ctx.state is None or ctx.state.leader not in self._context.live_brokers)
         ]
         self._elect_leaders(needs_election)
         # Replicas on brokers that died before we took over (the previous controller among them) were never
@@ -434,7 +439,6 @@ class KafkaController:
         if offline:
             self._remove_dead_from_isr(offline, refresh=False)
         self.reassignments.on_controller_failover()
-        self._on_topic_deletion()
         admin_notifications.on_controller_failover(self)
 
     def _read_live_brokers(self) -> dict[int, int]:
@@ -510,9 +514,11 @@ class KafkaController:
         if not self._context.active:
             return
         if topic in self._context.topics_to_delete:
-            # Kafka ignores partitions added to a topic being deleted; the deletion removes them anyway.
-            with contextlib.suppress(NoNodeError):
-                self._store.get(zk_paths.topic_path(topic), self.watch)
+            # Kafka elects no leader for partitions added to a topic being deleted (CreatePartitions refuses such
+            # a topic; this is one that slipped in before the marker). Their replicas are deleted with the rest:
+            # our brokers create a partition's log as soon as they see it assigned to them.
+            self._load_topic(topic)
+            self.resume_deletions()
             return
         if topic not in self._context.assignments:
             return  # a new topic: the /brokers/topics child watch handles it
@@ -694,8 +700,10 @@ class KafkaController:
         return {tp: self._elect_one(tp, election_type) for tp in partitions}
 
     def _elect_one(self, tp: TopicPartition, election_type: ElectionType) -> ElectionResult:
-        if tp not in self._context.partitions or tp.topic in self._context.topics_to_delete:
+        if tp not in self._context.partitions:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."
+        if tp.topic in self._context.topics_to_delete:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is being deleted"  # Kafka 2.6's answer and words
 
         def decide(old: PartitionState) -> PartitionState | ElectionResult:
             replicas = self._context.assignments.get(tp.topic, {}).get(tp.partition, [])
@@ -787,8 +795,10 @@ class KafkaController:
 
     def resume_deletions(self) -> None:
         for topic in sorted(self._context.topics_to_delete):
-            if self.reassignments.in_progress(topic):
-                continue  # Kafka's "topic reassignment in progress": deletion resumes when it completes
+            # No waiting for a move of one of its partitions: the deletion starts at once and the move goes with the
+            # topic (every replica of the moving assignment, those being added included, is deleted), which is what
+            # Kafka 2.6 does on the DeleteTopics path (docs/cluster.md, "Topic deletion" says why). Waiting would
+            # need the topic replicated until the move completes, and a move can wait for a broker that never returns.
             replicas = {
                 (broker, partition)
                 for partition, brokers in self._context.assignments.get(topic, {}).items()
@@ -832,6 +842,18 @@ class KafkaController:
 
     def _complete_delete_topic(self, topic: str) -> None:
         store = self._store
+        try:
+            raw, topic_stat = store.get(zk_paths.topic_path(topic))
+        except NoNodeError:
+            self._delete_markers({topic})
+            self._forget_topic(topic)
+            return
+        known = {p: sorted(r) for p, r in self._context.assignments.get(topic, {}).items()}
+        if {p: sorted(r) for p, r in TopicAssignment.decode(topic, raw).partitions.items()} != known:
+            # Partitions were added after the marker (a CreatePartitions racing it): their replicas go too.
+            self._load_topic(topic)
+            self.resume_deletions()
+            return
         ops: list[Op] = []
         with contextlib.suppress(NoNodeError):
             for partition in store.get_children(zk_paths.topic_partitions_path(topic)):
@@ -840,12 +862,24 @@ class KafkaController:
                     ops.append(DeleteOp(f"{partition_path}/{child}"))
                 ops.append(DeleteOp(partition_path))
             ops.append(DeleteOp(zk_paths.topic_partitions_path(topic)))
-        ops.append(DeleteOp(zk_paths.topic_path(topic)))
+        # Conditioned on the assignment just compared: one changed since is read and deleted first.
+        ops.append(DeleteOp(zk_paths.topic_path(topic), topic_stat.version))
         if store.exists(zk_paths.config_topic_path(topic)) is not None:
             ops.append(DeleteOp(zk_paths.config_topic_path(topic)))
         if store.exists(zk_paths.delete_topic_path(topic)) is not None:
             ops.append(DeleteOp(zk_paths.delete_topic_path(topic)))
-        self.fenced(ops)
+        try:
+            self.fenced(ops)
+        except (BadVersionError, NoNodeError, NodeExistsError, NotEmptyError) as exc:
+            # Changed between our reads and the write (partitions added, a config written): read and try again.
+            log.info("controller: deleting topic %s raced another write (%s); trying again", topic, exc)
+            self.post(self.resume_deletions)
+            return
+        # A topic config written between our look and the multi-op (AlterConfigs checks that the topic exists,
+        # as Kafka's does) would outlive the topic; none can be written after it, since the topic is gone.
+        with contextlib.suppress(NoNodeError):
+            if store.exists(zk_paths.config_topic_path(topic)) is not None:
+                self.fenced([DeleteOp(zk_paths.config_topic_path(topic))])
         log.info("controller: deleted topic %s", topic)
         self._forget_topic(topic)
 

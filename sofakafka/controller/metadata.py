@@ -27,8 +27,10 @@ without locking. Readers on any thread (the asyncio loop included) keep a consis
 hold a snapshot. Listeners run on the cache's own listener thread, once per burst of changes rather than once
 per znode, with the newest snapshot: an asyncio owner should hop with ``loop.call_soon_threadsafe``.
 
-Topics marked for deletion leave ``topics`` at once (Kafka's brokers stop serving them when deletion
-starts) and stay visible in ``deleting`` until the controller removes them. A partition whose state znode
+Topics marked for deletion leave ``topics`` at once and stay visible in ``deleting`` until the controller removes
+them: the controller starts every deletion at once (Kafka 2.6's brokers stop serving a topic on the
+UpdateMetadata its controller sends when the deletion starts, which on the DeleteTopics path is at once, even
+for a topic whose partition is being reassigned; see docs/cluster.md). A partition whose state znode
 does not exist yet (the controller has not elected its leader) has ``leader`` -1 and ``leader_epoch`` -1.
 ``offline_replicas`` are replicas whose broker is not registered.
 """

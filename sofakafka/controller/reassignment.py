@@ -143,12 +143,11 @@ class ReassignmentManager:
                 self._ongoing[TopicPartition(topic, partition)] = ongoing
 
     def forget_topic(self, topic: str) -> None:
+        """The topic is gone (deleted): its moves went with it, and so do its entries in the legacy znode, which
+        would otherwise stay there for ever (nothing else removes an entry that can no longer complete)."""
         for tp in [tp for tp in self._ongoing if tp.topic == topic]:
             del self._ongoing[tp]
-
-    def in_progress(self, topic: str) -> bool:
-        """Kafka keeps a topic with moving partitions ineligible for deletion until they complete."""
-        return any(tp.topic == topic for tp in self._ongoing)
+        self._remove_from_zk_reassignment(lambda tp, _replicas: tp.topic == topic)
 
     def on_controller_failover(self) -> None:
         """Resume what the previous controller left moving, then what the legacy znode asks for (its
@@ -199,11 +198,13 @@ class ReassignmentManager:
         if any(r < 0 for r in target):
             return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Invalid broker id in replica list: {list(target)}"
         adding = self._current(tp).reassign_to(target).adding_replicas
-        live = self._controller.context.live_brokers
+        # Kafka's liveBrokerIds: registered and not in controlled shutdown (a stopping broker would never catch up).
+        context = self._controller.context
+        live = sorted(b for b in context.live_brokers if context.is_replica_online(b))
         if not set(adding) <= set(live):
             return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                     f"Replica assignment has brokers that are not alive. Replica list: {list(adding)}, "
-                    f"live broker list: {sorted(live)}")
+                    f"live broker list: {live}")
         return None
 
     def _build(self, tp: TopicPartition, target: list[int] | None) -> OngoingReassignment | None:
@@ -266,6 +267,10 @@ class ReassignmentManager:
         reassignment = self._ongoing.get(tp)
         if reassignment is None or not controller.context.active:
             return
+        if tp.topic in controller.context.topics_to_delete:
+            # The topic's deletion started (at once, moving or not): the move is abandoned with it. It stays
+            # listed, as in Kafka, until the topic is gone; completing it now would rewrite a topic being deleted.
+            return
         target = reassignment.target_replicas
         final = OngoingReassignment(tuple(target), (), ())
 
@@ -296,8 +301,6 @@ class ReassignmentManager:
         log.info("controller: reassignment of %s complete: replicas %s, leader %d (epoch %d), removed %s",
                  tp, target, outcome.new.leader, outcome.new.leader_epoch, list(reassignment.removing_replicas))
         self._remove_from_zk_reassignment(_entry_is(tp, target))
-        if tp.topic in controller.context.topics_to_delete and not self.in_progress(tp.topic):
-            controller.resume_deletions()
 
     def _isr_watch(self, event: WatchedEvent) -> None:
         """Store event thread: only queue the check."""

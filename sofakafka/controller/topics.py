@@ -44,6 +44,7 @@ from sofakafka.controller.placement import BrokerMetadata, assign_replicas_to_br
 from sofakafka.controller.registration import live_brokers
 from sofakafka.controller.store import (
     BadVersionError,
+    CheckOp,
     CreateOp,
     MetadataStore,
     NodeExistsError,
@@ -343,6 +344,10 @@ class TopicAdmin:
         if marked:
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is queued for deletion.")
         existing, version = self._read_assignment(topic)
+        if any(existing.adding_replicas.values()) or any(existing.removing_replicas.values()):
+            # Kafka 2.6 refuses too: the new partitions' placement would race the controller's completion of the move.
+            raise KafkaError(ErrorCode.REASSIGNMENT_IN_PROGRESS,
+                             f"A partition reassignment is in progress for the topic '{topic}'.")
         current = existing.partitions
         if 0 not in current:
             raise KafkaError(
@@ -414,7 +419,9 @@ class TopicAdmin:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{topic}' does not exist.")
         validate_topic_configs(configs)
         if not validate_only:
-            self._write_config(zk_paths.CONFIG_TYPE_TOPICS, topic, configs)
+            # Only while the topic exists: a config written just after the controller deleted the topic would
+            # outlive it (and be inherited by a topic created again under the name).
+            self._write_config(zk_paths.CONFIG_TYPE_TOPICS, topic, configs, only_while=zk_paths.topic_path(topic))
 
     def broker_config(self, broker_id: int | None) -> dict[str, str]:
         """Dynamic overrides of one broker, or the cluster-wide defaults for ``None``."""
@@ -440,15 +447,19 @@ class TopicAdmin:
             return {}
         return zk_data.decode_config(data, path)
 
-    def _write_config(self, entity_type: str, name: str, configs: Mapping[str, str]) -> None:
+    def _write_config(self, entity_type: str, name: str, configs: Mapping[str, str],
+                      only_while: str | None = None) -> None:
         """Config and notification in one multi-op, so a reader never sees a notification for an old value
-        or a new value nobody is told about."""
+        or a new value nobody is told about; with ``only_while``, only if that znode (the topic's) exists."""
         path = zk_paths.config_entity_path(entity_type, name)
         with self._lock:
             self._store.ensure_path(zk_paths.config_entity_type_path(entity_type))
             self._store.ensure_path(zk_paths.CONFIG_CHANGES_PATH)
             for _ in range(_CAS_ATTEMPTS):
+                if only_while is not None and self._store.exists(only_while) is None:
+                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
                 ops = [
+                    *([CheckOp(only_while, -1)] if only_while is not None else []),
                     self._set_or_create_op(path, zk_data.encode_config(configs)),
                     CreateOp(
                         zk_paths.config_change_prefix_path(),

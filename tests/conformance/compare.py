@@ -349,6 +349,22 @@ def accepted_differences(doc: Path = COMPATIBILITY_DOC) -> list[Accepted]:
     return rows
 
 
+def keys_not_advertised_yet(doc: Path = COMPATIBILITY_DOC) -> dict[int, str]:
+    """The table of docs/compatibility.md listing Kafka 2.6's keys sofakafka does not advertise: key -> the
+    issue (or reason) in its last column."""
+    text = doc.read_text()
+    start = text.index("## Keys sofakafka does not advertise yet")
+    end = text.index("\n## ", start + 1)
+    keys: dict[int, str] = {}
+    for line in text[start:end].splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or not cells[0][:1].isdigit():
+            continue
+        for key in cells[0].split(","):
+            keys[int(key)] = cells[2]
+    return keys
+
+
 def compare(ours: list[Exchange], theirs: list[Exchange], accepted: list[Accepted]) -> tuple[list[str], set[str]]:
     """Unaccepted differences as readable lines, and the accepted rows that were used."""
     problems: list[str] = []

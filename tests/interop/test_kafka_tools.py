@@ -8,70 +8,41 @@ from __future__ import annotations
 
 import json
 import re
-import struct
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import KafkaException, Producer
 
-from sofakafka.protocol.records import CompressionType, decode_records, iter_batches
 from tests.integration.conftest import REPO, BrokerProcess
-from tests.reference.fixtures import ScenarioJVMs
-from tests.reference.kafka import SECURE_ADMIN, SECURE_USER, SHARED_SETTINGS, ReferenceKafka, SecuredBroker
+from tests.interop.tools import (
+    Tool,
+    consume,
+    dump_agrees_with_our_reading,
+    index_dump_agrees_with_our_reading,
+    produce_lines,
+    same_output,
+    topics,
+)
+from tests.reference.fixtures import ComparedBrokers, ScenarioJVMs
+from tests.reference.kafka import SECURE_ADMIN, SECURE_USER, SHARED_SETTINGS, SecuredBroker
 
 pytestmark = pytest.mark.timeout(300)
 
-Tool = Callable[..., subprocess.CompletedProcess[str]]
+
+@pytest.fixture(scope="module")
+def bootstrap(interop_brokers: ComparedBrokers) -> str:
+    return interop_brokers.sofakafka.bootstrap
 
 
 @pytest.fixture(scope="module")
-def bootstrap(sofakafka_broker: BrokerProcess) -> str:
-    return sofakafka_broker.bootstrap
-
-
-@pytest.fixture(scope="module")
-def reference(reference_kafka: ReferenceKafka) -> str:
+def reference(interop_brokers: ComparedBrokers) -> str:
     """Apache Kafka 2.6's address: where a tool's output is deterministic, it must read the same from both."""
-    return reference_kafka.bootstrap
-
-
-_LOG_TIME = re.compile(r"^\[\d{4}-\d\d-\d\d [\d:,]+\]", re.MULTILINE)  # a log4j line's time stamp
-
-
-def same_output(tool: Tool, bootstrap: str, reference: str, main: str, *args: str,
-                normalise: Callable[[str], str] = lambda text: text) -> str:
-    """Run one tool invocation against sofakafka and against Kafka 2.6 (``{b}`` in an argument is the broker's
-    address) and require the same stdout and stderr, the addresses and log time stamps aside (and whatever
-    ``normalise`` takes out of stdout); returns sofakafka's stdout."""
-    outs = {}
-    for name, b in (("sofakafka", bootstrap), ("kafka", reference)):
-        r = tool(main, [a.replace("{b}", b) for a in args])
-        outs[name] = (normalise(r.stdout.replace(b, "{b}")),
-                      _LOG_TIME.sub("[<time>]", r.stderr.replace(b, "{b}")))
-    assert outs["sofakafka"] == outs["kafka"], (
-        f"{main} {' '.join(args)} printed differently:\n--- sofakafka\n{outs['sofakafka'][0]}{outs['sofakafka'][1]}"
-        f"\n--- kafka 2.6\n{outs['kafka'][0]}{outs['kafka'][1]}")
-    return outs["sofakafka"][0]
-
-
-def topics(tool: Tool, bootstrap: str, *args: str) -> str:
-    return tool("kafka.admin.TopicCommand", ["--bootstrap-server", bootstrap, *args]).stdout
-
-
-def produce_lines(tool: Tool, bootstrap: str, topic: str, lines: list[str], *extra: str) -> None:
-    tool("kafka.tools.ConsoleProducer", ["--bootstrap-server", bootstrap, "--topic", topic, *extra],
-         input="".join(line + "\n" for line in lines))
-
-
-def consume(tool: Tool, bootstrap: str, topic: str, count: int, *extra: str) -> list[str]:
-    out = tool("kafka.tools.ConsoleConsumer", ["--bootstrap-server", bootstrap, "--topic", topic,
-                                               "--max-messages", str(count), "--timeout-ms", "30000", *extra]).stdout
-    return out.splitlines()
+    return interop_brokers.kafka.bootstrap
 
 
 def test_kafka_topics_create_list_describe_alter_delete(kafka_tool: Tool, bootstrap: str, reference: str) -> None:
@@ -238,7 +209,7 @@ def test_kafka_leader_election(kafka_tool: Tool, bootstrap: str, reference: str)
     assert unclean.startswith("Valid replica already elected for partitions"), unclean
 
 
-def test_kafka_log_dirs(kafka_tool: Tool, bootstrap: str, sofakafka_broker: BrokerProcess) -> None:
+def test_kafka_log_dirs(kafka_tool: Tool, bootstrap: str, interop_brokers: ComparedBrokers) -> None:
     produce_lines(kafka_tool, bootstrap, "tool-logdirs", [f"v{i}" for i in range(5)])
     out = kafka_tool("kafka.admin.LogDirsCommand", ["--bootstrap-server", bootstrap, "--describe",
                                                     "--broker-list", "0", "--topic-list", "tool-logdirs"]).stdout
@@ -246,7 +217,7 @@ def test_kafka_log_dirs(kafka_tool: Tool, bootstrap: str, sofakafka_broker: Brok
     (broker,) = info["brokers"]
     assert broker["broker"] == 0
     (log_dir,) = broker["logDirs"]
-    assert Path(log_dir["logDir"]) == sofakafka_broker.data_dir and log_dir["error"] is None
+    assert Path(log_dir["logDir"]) == interop_brokers.sofakafka.data_dir and log_dir["error"] is None
     (partition,) = log_dir["partitions"]
     assert partition["partition"] == "tool-logdirs-0" and partition["size"] > 0 and partition["offsetLag"] == 0
 
@@ -391,28 +362,6 @@ def test_kafka_configs_scram_users(kafka_tool: Tool, secured_zookeeper_sofakafka
 
 # ---- DumpLogSegments on files sofakafka wrote ----------------------------------------------------------------
 
-CODEC_NAMES = {CompressionType.NONE: "NONE", CompressionType.GZIP: "GZIP", CompressionType.SNAPPY: "SNAPPY",
-               CompressionType.LZ4: "LZ4", CompressionType.ZSTD: "ZSTD"}
-_BATCH = re.compile(r"^baseOffset: ")
-_FIELD = re.compile(r"(\w+): (\S*)")
-
-
-def _fields(line: str) -> dict[str, str]:
-    """``name: value`` pairs of one DumpLogSegments line; ``payload`` (last, may hold spaces) taken whole."""
-    payload = None
-    if " payload: " in line:
-        line, payload = line.split(" payload: ", 1)
-    out = dict(_FIELD.findall(line))
-    if payload is not None:
-        out["payload"] = payload
-    return out
-
-
-def _dump(kafka_tool: Tool, *files: Path, extra: tuple[str, ...] = ()) -> str:
-    return kafka_tool("kafka.tools.DumpLogSegments", ["--files", ",".join(map(str, files)), *extra],
-                      timeout=180).stdout
-
-
 @pytest.fixture(scope="module")
 def written_by_sofakafka(tmp_path_factory: pytest.TempPathFactory, scenario_jvms: ScenarioJVMs) -> Iterator[Path]:
     """A sofakafka data dir holding batches of every kind a Java producer writes (each codec, headers, idempotent,
@@ -421,11 +370,13 @@ def written_by_sofakafka(tmp_path_factory: pytest.TempPathFactory, scenario_jvms
                                                                "log.index.interval.bytes": "1024"}).start()
     try:
         jvm = scenario_jvms["clients-2.6"]
-        for codec in ("gzip", "snappy", "lz4", "zstd"):
-            jvm.run("producer.compression", broker.bootstrap, topic=f"dump-{codec}", codec=codec)
-        jvm.run("producer.headers", broker.bootstrap, topic="dump-headers")
-        jvm.run("producer.idempotent", broker.bootstrap, topic="dump-idempotent", records=3000)
-        jvm.run("producer.big_batches", broker.bootstrap, topic="dump-big", records=4000, batchSize=16384)
+        runs = [("producer.big_batches", {"topic": "dump-big", "records": 4000, "batchSize": 16384}),
+                *(("producer.compression", {"topic": f"dump-{c}", "codec": c}) for c in ("gzip", "snappy", "lz4", "zstd")),
+                ("producer.headers", {"topic": "dump-headers"}),
+                ("producer.idempotent", {"topic": "dump-idempotent", "records": 3000})]
+        futures = [(name, jvm.submit(name, broker.bootstrap, **params)) for name, params in runs]
+        for name, future in futures:
+            jvm.result(future, name, broker.bootstrap)
         assert broker.stop() == 0, broker.log_tail()
         yield broker.data_dir
     finally:
@@ -441,83 +392,12 @@ def test_dump_log_segments_agrees_on_every_batch_and_record(kafka_tool: Tool, wr
                                                             partition_dir: str) -> None:
     segments = sorted((written_by_sofakafka / partition_dir).glob("*.log"))
     assert segments, f"no segments in {partition_dir}"
-    out = _dump(kafka_tool, *segments, extra=("--deep-iteration", "--print-data-log"))
-    dumped: dict[str, list[dict[str, str]]] = {}
-    current: list[dict[str, str]] = []
-    for line in out.split("\n"):  # not splitlines(): a payload may hold \x0c or \x1c, which it splits on
-        if line.startswith("Dumping "):
-            current = dumped.setdefault(line.removeprefix("Dumping ").strip(), [])
-        elif _BATCH.match(line) or line.startswith("| offset: "):
-            current.append(_fields(line.removeprefix("| ")))
-    assert "isvalid: false" not in out
-    records_seen = 0
-    for segment in segments:
-        data = segment.read_bytes()
-        ours: list[dict[str, str]] = []
-        for h in iter_batches(data):
-            ours.append({
-                "baseOffset": str(h.base_offset), "lastOffset": str(h.last_offset), "count": str(h.record_count),
-                "baseSequence": str(h.base_sequence), "lastSequence": str(h.last_sequence),
-                "producerId": str(h.producer_id), "producerEpoch": str(h.producer_epoch),
-                "partitionLeaderEpoch": str(h.partition_leader_epoch),
-                "isTransactional": str(h.is_transactional).lower(), "isControl": str(h.is_control).lower(),
-                "position": str(h.position), "CreateTime": str(h.max_timestamp), "size": str(h.size),
-                "magic": str(h.magic), "compresscodec": CODEC_NAMES[CompressionType(h.compression)],
-                "crc": str(h.crc), "isvalid": "true"})
-            for i, rec in enumerate(decode_records(data, h)):
-                one = {"offset": str(rec.offset), "CreateTime": str(rec.timestamp),
-                       "keysize": str(-1 if rec.key is None else len(rec.key)),
-                       "valuesize": str(-1 if rec.value is None else len(rec.value)),
-                       "sequence": str(-1 if h.base_sequence < 0 else h.base_sequence + i),
-                       "headerKeys": "[" + ",".join(k for k, _ in rec.headers) + "]"}
-                # Kafka prints key and payload as UTF-8 text, and nothing for a null one; binary ones (or with a
-                # line break) are left to valuesize and the batch CRC Kafka checked (isvalid).
-                for name, raw in (("key", rec.key), ("payload", rec.value)):
-                    text = _printable(raw)
-                    if text is not None and not (name == "key" and " " in text):
-                        one[name] = text
-                ours.append(one)
-                records_seen += 1
-        theirs = dumped[str(segment)]
-        assert len(theirs) == len(ours), f"{segment.name}: DumpLogSegments saw {len(theirs)} entries, we {len(ours)}"
-        for mine, kafka in zip(ours, theirs, strict=True):
-            assert {k: kafka.get(k) for k in mine} == mine, (segment.name, mine, kafka)
-    assert records_seen > 0
-
-
-def _printable(raw: bytes | None) -> str | None:
-    if raw is None:
-        return None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    return None if "\n" in text or "\r" in text else text
+    assert dump_agrees_with_our_reading(kafka_tool, segments) > 0
 
 
 @pytest.mark.parametrize("partition_dir", ["dump-big-0", "dump-big-1"])
 def test_dump_log_segments_agrees_on_every_index_entry(kafka_tool: Tool, written_by_sofakafka: Path,
                                                        partition_dir: str) -> None:
     directory = written_by_sofakafka / partition_dir
-    indexes = sorted(directory.glob("*.index"))
-    time_indexes = sorted(directory.glob("*.timeindex"))
-    assert len(indexes) > 1, "expected several segments"
-    out = _dump(kafka_tool, *indexes, *time_indexes, extra=("--index-sanity-check",))
-    assert "mismatch" not in out.lower() and "Found out of order" not in out, out
-    out = _dump(kafka_tool, *indexes, *time_indexes)
-    assert "mismatch" not in out.lower() and "Found out of order" not in out and "is corrupt" not in out.lower(), out
-    printed = {
-        "offset": [(int(o), int(p)) for o, p in re.findall(r"^offset: (\d+) position: (\d+)$", out, re.MULTILINE)],
-        "time": [(int(t), int(o)) for t, o in re.findall(r"^timestamp: (\d+) offset: (\d+)$", out, re.MULTILINE)],
-    }
-    ours: dict[str, list[tuple[int, int]]] = {"offset": [], "time": []}
-    for index in indexes:
-        base = int(index.stem)
-        raw = index.read_bytes()
-        ours["offset"] += [(base + rel, pos) for rel, pos in struct.iter_unpack(">ii", raw)]
-    for index in time_indexes:
-        base = int(index.stem)
-        raw = index.read_bytes()
-        ours["time"] += [(ts, base + rel) for ts, rel in struct.iter_unpack(">qi", raw)]
-    assert ours["offset"] and ours["time"]
-    assert printed == ours
+    assert len(list(directory.glob("*.index"))) > 1, "expected several segments"
+    index_dump_agrees_with_our_reading(kafka_tool, directory)

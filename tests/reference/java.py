@@ -18,12 +18,15 @@ broken install, and the tests fail saying which command fills it.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import shutil
 import subprocess
 import threading
 from collections.abc import Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
 
@@ -139,56 +142,134 @@ class ScenarioError(AssertionError):
     """A scenario failed inside the JVM; the message carries the Java exception and its stack."""
 
 
-class ScenarioJVM:
+class JsonLineJVM:
+    """A long-lived JVM answering one JSON line per JSON request line, matched by ``id``.
+
+    A reader thread hands each answer to the future of its request, so requests may be in flight together
+    (the scenario runner runs them concurrently) and a caller waits on its own answer alone. Everything the JVM
+    writes to stderr goes to ``log_path``."""
+
+    what = "JVM"
+
+    def __init__(self, command: list[str], log_path: Path, start_timeout: float = 60.0) -> None:
+        self.log_path = log_path
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(log_path, "ab")
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
+                                     text=True, encoding="utf-8", bufsize=1, start_new_session=True)
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._pending: dict[int, Future[dict[str, Any]]] = {}
+        self._hello: Future[dict[str, Any]] = Future()
+        self._reader = threading.Thread(target=self._read_answers, name=f"{self.what} reader", daemon=True)
+        self._reader.start()
+        try:
+            self.hello = self._hello.result(start_timeout)
+        except FutureTimeout:
+            self.close()
+            raise AssertionError(f"{self.what} did not start within {start_timeout}s\n{self.log_tail()}") from None
+        assert self.hello.get("ready"), f"{self.what} did not start: {self.hello}\n{self.log_tail()}"
+
+    def _read_answers(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            answer: dict[str, Any] = json.loads(line)
+            if not self._hello.done():
+                self._hello.set_result(answer)
+                continue
+            with self._lock:
+                future = self._pending.pop(answer.get("id", -1), None)
+            if future is None:
+                raise AssertionError(f"{self.what} answered an unknown request: {line[:500]}")
+            future.set_result(answer)
+        # The JVM is gone: nothing pending will ever be answered.
+        gone = AssertionError(f"{self.what} exited ({self.proc.wait()})\n{self.log_tail()}")
+        if not self._hello.done():
+            self._hello.set_exception(gone)
+        with self._lock:
+            pending, self._pending = list(self._pending.values()), {}
+        for future in pending:
+            future.set_exception(gone)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def request(self, body: dict[str, Any]) -> Future[dict[str, Any]]:
+        """Send one request; the future holds the JVM's answer."""
+        future: Future[dict[str, Any]] = Future()
+        with self._lock:
+            assert self.alive(), f"{self.what} is gone\n{self.log_tail()}"
+            assert self.proc.stdin is not None
+            request_id = next(self._ids)
+            self._pending[request_id] = future
+            self.proc.stdin.write(json.dumps({"id": request_id, **body}) + "\n")
+            self.proc.stdin.flush()
+        return future
+
+    def wait(self, future: Future[dict[str, Any]], timeout: float, what: str) -> dict[str, Any]:
+        try:
+            return future.result(timeout)
+        except FutureTimeout:
+            raise AssertionError(f"{self.what} gave no answer to {what} within {timeout}s\n{self.log_tail()}") from None
+
+    def log_tail(self, lines: int = 80) -> str:
+        if not self._log.closed:
+            self._log.flush()
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return "(no log)"
+
+    def close(self) -> None:
+        with self._lock:
+            unanswered = bool(self._pending)
+        if self.proc.poll() is None and unanswered:
+            # Requests nobody will wait for (the run stopped early): no reason to let them finish.
+            self.proc.kill()
+            self.proc.wait(10)
+        if self.proc.poll() is None:
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()
+                self.proc.wait(30)
+            except (subprocess.TimeoutExpired, OSError, BrokenPipeError):
+                self.proc.kill()
+                self.proc.wait(10)
+        self._reader.join(10)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self._log.close()
+
+
+class ScenarioJVM(JsonLineJVM):
     """One long-lived JVM running ``io.sofakafka.interop.Scenarios`` with one client version on its classpath.
 
-    It reads one JSON request per line on stdin (``{"scenario": name, "bootstrap": "host:port", "params":
-    {...}}``) and answers one JSON line per request on stdout, so a module pays JVM start-up once and runs
-    every scenario, against sofakafka and against Apache Kafka, in it. Client logging goes to ``log_path``."""
+    A request is ``{"scenario": name, "bootstrap": "host:port", "params": {...}}``; the JVM runs up to
+    ``parallel`` of them at a time, so a module pays JVM start-up once and its scenarios, against sofakafka and
+    against Apache Kafka, wait on the brokers together rather than in turn. Client logging goes to ``log_path``."""
 
-    def __init__(self, client: str, log_path: Path, *, with_streams: bool = False) -> None:
+    what = "scenario JVM"
+
+    def __init__(self, client: str, log_path: Path, *, with_streams: bool = False, parallel: int = 1) -> None:
         assert client in CLIENT_VERSIONS, client
         self.client = client
-        self.log_path = log_path
         java = require_java()
         names = [client] + (["streams-2.6"] if with_streams else [])
         cp = classpath(*names, extra=[scenario_classes()])
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(log_path, "ab")
-        self.proc = subprocess.Popen(
+        super().__init__(
             [java, *QUICK_JVM_FLAGS, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-             "-Dorg.slf4j.simpleLogger.showDateTime=true", "-cp", cp, "io.sofakafka.interop.Scenarios"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, bufsize=1,
-            start_new_session=True,
-        )
-        self._lock = threading.Lock()
-        hello = self._read_line(60.0)
-        assert hello.get("ready"), f"scenario JVM did not start: {hello}\n{self.log_tail()}"
-        self.kafka_version: str = hello.get("kafkaVersion", "?")
+             "-Dorg.slf4j.simpleLogger.showDateTime=true", f"-Dscenarios.parallel={parallel}",
+             "-cp", cp, "io.sofakafka.interop.Scenarios"], log_path)
+        self.kafka_version: str = self.hello.get("kafkaVersion", "?")
 
-    def _read_line(self, timeout: float) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        box: list[str] = []
-        reader = threading.Thread(target=lambda: box.append(self.proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
-        reader.start()
-        reader.join(timeout)
-        if reader.is_alive():
-            self.close()
-            raise AssertionError(f"scenario JVM gave no answer within {timeout}s\n{self.log_tail()}")
-        line = box[0]
-        if not line:
-            raise AssertionError(f"scenario JVM exited ({self.proc.poll()})\n{self.log_tail()}")
-        parsed: dict[str, Any] = json.loads(line)
-        return parsed
+    def submit(self, scenario: str, bootstrap: str, **params: Any) -> Future[dict[str, Any]]:
+        """Start one scenario; the future holds the JVM's answer (see :meth:`result`)."""
+        return self.request({"scenario": scenario, "bootstrap": bootstrap, "params": params})
 
-    def run(self, scenario: str, bootstrap: str, timeout: float = 180.0, **params: Any) -> dict[str, Any]:
-        """Run one scenario and return its result object; a failure inside Java raises ScenarioError."""
-        with self._lock:
-            assert self.proc.poll() is None, f"scenario JVM is gone\n{self.log_tail()}"
-            assert self.proc.stdin is not None
-            self.proc.stdin.write(json.dumps({"scenario": scenario, "bootstrap": bootstrap, "params": params}) + "\n")
-            self.proc.stdin.flush()
-            answer = self._read_line(timeout)
+    def result(self, future: Future[dict[str, Any]], scenario: str, bootstrap: str,
+               timeout: float = 300.0) -> dict[str, Any]:
+        """The scenario's result object; a failure inside Java raises ScenarioError."""
+        answer = self.wait(future, timeout, f"scenario {scenario} against {bootstrap}")
         if not answer.get("ok"):
             raise ScenarioError(
                 f"scenario {scenario} ({self.client}, kafka-clients {self.kafka_version}) against {bootstrap} failed:\n"
@@ -197,22 +278,35 @@ class ScenarioJVM:
         result: dict[str, Any] = answer["result"]
         return result
 
-    def log_tail(self, lines: int = 80) -> str:
-        self._log.flush()
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except FileNotFoundError:
-            return "(no log)"
+    def run(self, scenario: str, bootstrap: str, timeout: float = 300.0, **params: Any) -> dict[str, Any]:
+        """Run one scenario and return its result object; a failure inside Java raises ScenarioError."""
+        return self.result(self.submit(scenario, bootstrap, **params), scenario, bootstrap, timeout)
 
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                assert self.proc.stdin is not None
-                self.proc.stdin.close()
-                self.proc.wait(10)
-            except (subprocess.TimeoutExpired, OSError, BrokenPipeError):
-                self.proc.kill()
-                self.proc.wait(10)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        self._log.close()
+
+class ToolJVM(JsonLineJVM):
+    """Kafka 2.6's command-line tools run one after another in one JVM (``io.sofakafka.interop.Tools``): each
+    invocation is its main class with its arguments and stdin, answered with its exit code, stdout and stderr,
+    as ``java -cp <kafka_2.13's jars> <main>`` would give them, without paying a JVM and Scala's start-up each
+    time."""
+
+    what = "tool JVM"
+
+    def __init__(self, log_path: Path) -> None:
+        java = require_java()
+        super().__init__(
+            [java, *QUICK_JVM_FLAGS, f"-Dlog4j.configuration=file:{LOG4J_QUIET}",
+             "-cp", classpath("kafka-2.6", extra=[scenario_classes()]), "io.sofakafka.interop.Tools"], log_path)
+
+    def run(self, main_class: str, args: Sequence[str], *, timeout: float = 120.0, input: str | None = None,
+            check: bool = True) -> subprocess.CompletedProcess[str]:
+        future = self.request({"main": main_class, "args": list(args), "stdin": input})
+        answer = self.wait(future, timeout, f"{main_class} {' '.join(args)}")
+        if "runnerError" in answer:
+            raise AssertionError(f"the tool JVM could not run {main_class}:\n{answer['runnerError']}")
+        result = subprocess.CompletedProcess([main_class, *args], answer["exit"], answer["stdout"], answer["stderr"])
+        if check and result.returncode != 0:
+            pytest.fail(
+                f"{main_class} {' '.join(args)} exited with {result.returncode}\n"
+                f"--- stdout\n{result.stdout[-6000:]}\n--- stderr\n{result.stderr[-6000:]}"
+            )
+        return result

@@ -17,9 +17,12 @@ import socket
 import struct
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from sofakafka.cli.cluster import BrokerAddress, broker_properties
+from sofakafka.client import ClientError, KafkaClient
 from tests.integration.conftest import api_versions_ok, free_port
 from tests.reference.java import INTEROP_JAVA, QUICK_JVM_FLAGS, classpath, require_java
 
@@ -102,12 +105,14 @@ class ReferenceKafka:
 
     def __init__(self, base_dir: Path, zk_connect: str, *, broker_id: int = 0,
                  overrides: dict[str, str] | None = None, heap: str = "512m",
-                 jvm_flags: tuple[str, ...] | None = None) -> None:
+                 jvm_flags: tuple[str, ...] | None = None, port: int | None = None) -> None:
+        """``port`` is the one clients bootstrap from (a free one by default); ``overrides`` may set
+        ``listeners`` of their own (several listeners, as a cluster has) as long as one is on ``port``."""
         self.base_dir = base_dir
         self.broker_id = broker_id
         self.zk_connect = zk_connect
         self.host = "127.0.0.1"
-        self.port = free_port()
+        self.port = port if port is not None else free_port()
         self.data_dir = base_dir / "kafka-logs"
         self.log_path = base_dir / "kafka.log"
         self.settings: dict[str, str] = {
@@ -216,3 +221,51 @@ class ReferenceKafka:
 def _kill_every_reference_broker() -> None:
     for k in _LIVE:
         k.kill()
+
+
+class ReferenceCluster:
+    """Apache Kafka 2.6 brokers 1..N on one ZooKeeper chroot, each with the server.properties ``sofakafka cluster
+    up`` writes for a sofakafka broker of an N-broker cluster (sofakafka/cli/cluster.py's template: INTERNAL and
+    EXTERNAL listeners, RF 3 and min.insync.replicas 2 for three brokers), so the two clusters differ in the
+    implementation only. Clients bootstrap from the EXTERNAL listeners."""
+
+    def __init__(self, base_dir: Path, zk_connect: str, brokers: int = 3,
+                 overrides: dict[str, str] | None = None) -> None:
+        self.brokers: list[ReferenceKafka] = []
+        for broker_id in range(1, brokers + 1):
+            address = BrokerAddress("127.0.0.1", "127.0.0.1", free_port(), "127.0.0.1", "127.0.0.1", free_port())
+            props = broker_properties(broker_id, brokers, address, zookeeper_connect=zk_connect,
+                                      log_dir=str(base_dir / f"broker-{broker_id}" / "kafka-logs"),
+                                      overrides=overrides)
+            self.brokers.append(ReferenceKafka(base_dir / f"broker-{broker_id}", zk_connect, broker_id=broker_id,
+                                               overrides=props, port=address.external_port))
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers)
+
+    def start(self) -> ReferenceCluster:
+        """Every broker at once (a Kafka start is mostly waiting), each waited for, then until each one's
+        Metadata lists all of them (before that, a topic with RF 3 may be refused)."""
+        with ThreadPoolExecutor(len(self.brokers)) as pool:
+            for started in [pool.submit(b.start) for b in self.brokers]:
+                started.result()
+        wanted = {b.broker_id for b in self.brokers}
+        deadline = time.monotonic() + START_TIMEOUT_S
+        for b in self.brokers:
+            while True:
+                try:
+                    with KafkaClient(b.bootstrap, request_timeout_ms=5000) as client:
+                        if set(client.metadata().brokers) == wanted:
+                            break
+                except (ClientError, OSError):
+                    pass
+                if time.monotonic() > deadline:
+                    self.kill()
+                    raise AssertionError(f"Kafka broker {b.broker_id} did not see brokers {sorted(wanted)} in time")
+                time.sleep(0.2)
+        return self
+
+    def kill(self) -> None:
+        for b in self.brokers:
+            b.kill()

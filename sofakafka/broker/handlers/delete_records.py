@@ -3,10 +3,12 @@
 Moves each partition's log start offset up to the requested offset, so records below it can no longer be
 fetched and their segments are removed by the next retention pass (as in Kafka, space comes back when whole
 segments fall below the log start). Offset -1 means the high watermark. An offset below 0 (other than -1) or
-above the high watermark is OFFSET_OUT_OF_RANGE; a partition not hosted here UNKNOWN_TOPIC_OR_PARTITION; a
-topic whose ``cleanup.policy`` lacks ``delete`` POLICY_VIOLATION. An offset at or below the current log start
-changes nothing. The answer carries the partition's low watermark (its log start offset afterwards); with a
-single replica there is nobody else to wait for, so ``timeout_ms`` only matters once followers exist.
+above the high watermark is OFFSET_OUT_OF_RANGE; a partition the metadata has but another broker leads
+NOT_LEADER_OR_FOLLOWER, one it does not have (unknown topic, partition number out of range)
+UNKNOWN_TOPIC_OR_PARTITION, as Kafka 2.6 answers; a topic whose ``cleanup.policy`` lacks ``delete``
+POLICY_VIOLATION. An offset at or below the current log start changes nothing. The answer carries the
+partition's low watermark (its log start offset afterwards); with a single replica there is nobody else to
+wait for, so ``timeout_ms`` only matters once followers exist.
 
 Version notes: v1 only changes throttling semantics, v2 is flexible.
 

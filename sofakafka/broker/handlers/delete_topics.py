@@ -2,11 +2,15 @@
 
 Only the controller deletes topics; other brokers answer NOT_CONTROLLER for every name. With
 ``delete.topic.enable=false`` nothing is deleted and every name gets TOPIC_DELETION_DISABLED (INVALID_REQUEST
-for v0-2 clients, which predate that code, as Kafka answers them). An unknown (or illegal) name is
-UNKNOWN_TOPIC_OR_PARTITION. Otherwise the controller's :class:`TopicAdmin` writes the deletion marker and
-the controller removes the topic once its replicas are gone; the answer waits up to ``timeout_ms`` for the
-topic to disappear from the metadata (REQUEST_TIMED_OUT past it; the deletion still completes later). A
-name repeated in one request is answered once.
+for v0-2 clients, which predate that code, as Kafka answers them). A name the broker's metadata does not have
+is UNKNOWN_TOPIC_OR_PARTITION, as in Kafka: an unknown (or illegal) name, and a topic already being deleted
+(deleting it twice gets that answer the second time). Otherwise the controller's :class:`TopicAdmin` writes the
+deletion marker, the topic leaves every broker's metadata (the deletion has started) and the controller
+removes it once its replicas are gone. The answer waits up to ``timeout_ms`` for the deletion to complete
+(REQUEST_TIMED_OUT past it; the deletion still completes later). Different from Kafka 2.6, whose answer comes
+once the topic left the metadata (when the deletion starts): ours comes when a topic created again under the
+name can no longer meet the old one, so with a replica's broker down it is REQUEST_TIMED_OUT where Kafka's is
+NONE. A name repeated in one request is answered once.
 
 Version notes: v1 adds throttle time, v4 is flexible; the per-topic layout never changes (no error
 message before v5, which 2.6 does not have).
@@ -44,9 +48,13 @@ async def handle_delete_topics(ctx: RequestContext, request: DeleteTopicsRequest
     marked: list[str] = []
     deletable = (authz.authorized_names(ctx, authz.AclOperation.DELETE, authz.ResourceType.TOPIC, names)
                  if authz.enabled(ctx) else set(names))
+    known = ctx.broker.metadata_cache.snapshot().topics
     for name in names:
         if name not in deletable:
             results[name] = Result(name=name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            continue
+        if name not in known:
+            results[name] = Result(name=name, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             continue
         try:
             await asyncio.to_thread(admin.delete_topic, name)

@@ -6,9 +6,9 @@ with no live leader one from its live replicas even outside the ISR. Only the co
 broker returns NOT_CONTROLLER (per partition in v0, which has no top-level error, and top-level from v1), so
 admin clients find the controller and retry. ``topic_partitions`` null means every partition that needs
 the election. Per partition: NONE, ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE,
-ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION. A partition named twice is answered once. The
-election itself runs on the controller's thread (:meth:`KafkaController.elect_leaders`); past
-``timeout_ms`` the answer is REQUEST_TIMED_OUT.
+ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION for a topic being deleted
+(Kafka 2.6's answer). A partition named twice is answered once. The election itself runs on the controller's
+thread (:meth:`KafkaController.elect_leaders`); past ``timeout_ms`` the answer is REQUEST_TIMED_OUT.
 
 Version notes: v1 adds ``election_type`` and the top-level ``error_code``; v2 is flexible.
 

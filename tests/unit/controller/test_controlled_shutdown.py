@@ -248,3 +248,19 @@ def test_an_unreadable_isr_change_notification_is_deleted_too(cluster: Cluster) 
     store.create(zk_paths.isr_change_prefix_path(), b"garbage", sequence=True)
     cluster.settle()
     assert store.get_children(zk_paths.ISR_CHANGE_NOTIFICATION_PATH) == []
+
+
+def test_a_reassignment_onto_a_broker_in_controlled_shutdown_is_refused(cluster: Cluster) -> None:
+    """Kafka's liveBrokerIds leaves out brokers shutting down: a replica added there would never catch up."""
+    store = three_brokers(cluster)
+    cluster.nodes[1].admin.create_topic(NewTopic("moving", assignments={0: [1, 2]}))
+    cluster.settle()
+    before = store.get("/brokers/topics/moving")[0]
+    assert cluster.controlled_shutdown(3) == []
+    tp = TopicPartition("moving", 0)
+    reassignments = cluster.nodes[1].controller.reassignments
+    code, message = reassignments.alter_partition_reassignments({tp: [2, 3]}, SETTLE_TIMEOUT)[tp]
+    assert code == ErrorCode.INVALID_REPLICA_ASSIGNMENT and message is not None and "[3]" in message
+    assert store.get("/brokers/topics/moving")[0] == before
+    # Brokers not shutting down may still be added.
+    assert reassignments.alter_partition_reassignments({tp: [2, 1]}, SETTLE_TIMEOUT)[tp] == (ErrorCode.NONE, None)

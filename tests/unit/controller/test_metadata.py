@@ -114,6 +114,18 @@ def test_deletion_hides_the_topic_then_removes_it(cache: MetadataCache, store: E
     assert "gone" not in snap.topic_configs
 
 
+def test_a_topic_marked_while_a_partition_moves_leaves_the_view_at_once(
+        cache: MetadataCache, store: EmbeddedMetadataStore) -> None:
+    # The controller starts every deletion at once, moving partitions or not (Kafka 2.6 on the DeleteTopics path),
+    # so brokers stop serving the topic at once; the moving assignment is what the deletion covers.
+    moving = TopicAssignment({0: [2, 3, 1]}, adding_replicas={0: [3]}, removing_replicas={0: [1]})
+    store.create("/brokers/topics/moving", moving.encode())
+    until(cache, lambda s: "moving" in s.topics)
+    store.create("/admin/delete_topics/moving")
+    snap = until(cache, lambda s: "moving" in s.deleting)
+    assert "moving" not in snap.topics and snap.deleting["moving"].partitions[0].replicas == (2, 3, 1)
+
+
 def test_snapshots_never_change_under_their_reader(cache: MetadataCache, store: EmbeddedMetadataStore) -> None:
     before = cache.snapshot()
     store.create("/brokers/topics/new", TopicAssignment({0: [1]}).encode())

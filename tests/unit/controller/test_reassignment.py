@@ -4,13 +4,14 @@ a leader would move it (no broker processes here; tests/cluster/test_reassignmen
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sofakafka.controller.context import ElectionType
 from sofakafka.controller.reassignment import OngoingReassignment
 from sofakafka.controller.store import MetadataStore
 from sofakafka.controller.topics import NewTopic
@@ -204,15 +205,82 @@ def test_the_api_takes_a_partition_over_from_the_legacy_znode(cluster: Cluster) 
     assert read_json(store, "/brokers/topics/moving")["partitions"]["0"] == [1, 3, 2]
 
 
-def test_deleting_a_moving_topic_waits_for_the_reassignment(cluster: Cluster) -> None:
+def test_deleting_a_moving_topic_deletes_it_at_once_with_the_replicas_being_added(cluster: Cluster) -> None:
+    """Kafka 2.6 starts a deletion at once, a partition of the topic moving or not (its 'reassignment in progress'
+    ineligibility is set before the topic is queued, so it never holds on the DeleteTopics path): the move goes
+    with the topic. Waiting for the move instead needs the topic replicated until then, and a move can wait for a
+    broker that never comes back. Every replica of the moving assignment is asked to delete itself."""
     store = started(cluster, 3, [1, 2])
+    asked: list[tuple[int, list[TopicPartition]]] = []
+
+    class Sender:
+        def stop_replicas(self, broker_id: int, partitions: Sequence[TopicPartition]) -> None:
+            asked.append((broker_id, sorted(partitions)))
+            cluster.nodes[1].controller.replica_deletion_done(broker_id, dict.fromkeys(partitions, ErrorCode.NONE))
+
+    cluster.nodes[1].controller.set_stop_replica_sender(Sender())
     assert alter(cluster, 1, [2, 3]) == (ErrorCode.NONE, None)
     cluster.settle()
     store.create("/admin/delete_topics/moving", makepath=True)
     cluster.settle()
-    assert store.exists("/brokers/topics/moving") is not None
-    catch_up(cluster, store, [1, 2, 3])
+    assert store.exists("/brokers/topics/moving") is None and store.exists("/admin/delete_topics/moving") is None
+    # Partition 0 moving from [1, 2] to [2, 3]: broker 3, being added, is asked too; partition 1 is on [2, 1].
+    assert sorted(asked) == [(1, [TopicPartition("moving", 0), TopicPartition("moving", 1)]),
+                             (2, [TopicPartition("moving", 0), TopicPartition("moving", 1)]),
+                             (3, [TopicPartition("moving", 0)])]
+    assert cluster.nodes[1].controller.reassignments.list_partition_reassignments(None, TIMEOUT) == {}
+
+
+def test_a_topic_being_deleted_refuses_moves_elections_and_new_partitions_as_kafka_does(cluster: Cluster) -> None:
+    """Codes checked against Apache Kafka 2.6 (tests/cluster/test_operation_pairs.py asks both): a move started,
+    replaced or cancelled on a topic being deleted is UNKNOWN_TOPIC_OR_PARTITION, an election INVALID_TOPIC_EXCEPTION,
+    CreatePartitions INVALID_TOPIC_EXCEPTION; nothing is written. The move that was running is abandoned with the
+    topic (the deletion waits here for broker 3, which is down)."""
+    store = started(cluster, 4, [1, 2])
+    assert alter(cluster, 1, [2, 3]) == (ErrorCode.NONE, None)
+    cluster.settle()
+    cluster.kill(3)
+    cluster.settle()
+
+    class Sender:  # replicas on live brokers are deleted at once; broker 3's wait for its return
+        def stop_replicas(self, broker_id: int, partitions: Sequence[TopicPartition]) -> None:
+            cluster.nodes[1].controller.replica_deletion_done(broker_id, dict.fromkeys(partitions, ErrorCode.NONE))
+
+    cluster.nodes[1].controller.set_stop_replica_sender(Sender())
+    store.create("/admin/delete_topics/moving", makepath=True)
+    cluster.settle()
+    before = store.get("/brokers/topics/moving")
+    assert alter(cluster, 1, [2, 4]) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+    assert alter(cluster, 1, None) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+    assert alter(cluster, 1, [1], TopicPartition("moving", 1)) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                                   "The partition does not exist.")
+    assert alter(cluster, 1, None, TopicPartition("moving", 1)) == (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
+    elected = cluster.nodes[1].controller.elect_leaders([TP], ElectionType.PREFERRED, TIMEOUT)
+    assert elected == {TP: (ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is being deleted")}
+    with pytest.raises(KafkaError) as refused:
+        cluster.nodes[1].admin.create_partitions("moving", 3)
+    assert refused.value.code == ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert store.get("/brokers/topics/moving") == before
+    # Still listed, as in Kafka, until the topic is gone; broker 3's return completes the deletion.
+    assert TP in cluster.nodes[1].controller.reassignments.list_partition_reassignments(None, TIMEOUT)
+    cluster.start(3)
+    cluster.settle()
     assert store.exists("/brokers/topics/moving") is None
+    assert cluster.nodes[1].controller.reassignments.list_partition_reassignments(None, TIMEOUT) == {}
+
+
+def test_create_partitions_while_a_partition_moves_is_refused_as_kafka_does(cluster: Cluster) -> None:
+    store = started(cluster, 3, [1, 2])
+    assert alter(cluster, 1, [2, 3]) == (ErrorCode.NONE, None)
+    cluster.settle()
+    before = store.get("/brokers/topics/moving")
+    with pytest.raises(KafkaError) as refused:
+        cluster.nodes[1].admin.create_partitions("moving", 3)
+    assert (refused.value.code, refused.value.message) == (
+        ErrorCode.REASSIGNMENT_IN_PROGRESS, "A partition reassignment is in progress for the topic 'moving'.")
+    assert store.get("/brokers/topics/moving") == before
+    catch_up(cluster, store, [1, 2, 3])
+    assert sorted(cluster.nodes[1].admin.create_partitions("moving", 3)) == [2]
 
 
 @settings(max_examples=200, deadline=None)
@@ -251,3 +319,98 @@ def test_a_listed_reassignment_in_flight_stays_listed_when_its_new_broker_dies(c
     catch_up(cluster, store, [1, 2, 3])
     assert store.exists("/admin/reassign_partitions") is None
     assert read_json(store, "/brokers/topics/moving")["partitions"]["0"] == [2, 3]
+
+
+class Recorder:
+    """A StopReplica sender that records who was asked to delete what and answers NONE at once."""
+
+    def __init__(self, cluster: Cluster, controller: int = 1) -> None:
+        self.cluster, self.controller = cluster, controller
+        self.asked: set[tuple[int, TopicPartition]] = set()
+
+    def stop_replicas(self, broker_id: int, partitions: Sequence[TopicPartition]) -> None:
+        self.asked |= {(broker_id, tp) for tp in partitions}
+        self.cluster.nodes[self.controller].controller.replica_deletion_done(
+            broker_id, dict.fromkeys(partitions, ErrorCode.NONE))
+
+
+def test_a_deleted_topic_leaves_the_legacy_reassignment_znode(cluster: Cluster) -> None:
+    """A move started through /admin/reassign_partitions goes with its topic, and so does its entry: nothing else
+    would ever remove an entry that can no longer complete (the znode would stay for ever)."""
+    store = started(cluster, 3, [1, 2])
+    store.create("/admin/reassign_partitions", encode_reassignment({TP: [2, 3]}), makepath=True)
+    cluster.settle()
+    assert read_json(store, "/brokers/topics/moving")["adding_replicas"] == {"0": [3]}
+    store.create("/admin/delete_topics/moving", makepath=True)
+    cluster.settle()
+    assert store.exists("/brokers/topics/moving") is None
+    assert store.exists("/admin/reassign_partitions") is None
+
+
+def test_a_move_of_a_topic_being_deleted_is_not_completed_when_its_target_catches_up(cluster: Cluster) -> None:
+    """The move is abandoned with the topic: its target catching up (the ISR a leader wrote) does not rewrite the
+    topic znode of a topic being deleted; the deletion, waiting for broker 2 here, completes when 2 returns."""
+    store = started(cluster, 3, [1, 2])
+    assert alter(cluster, 1, [1, 3]) == (ErrorCode.NONE, None)
+    cluster.settle()
+    cluster.kill(2)
+    cluster.settle()
+    store.create("/admin/delete_topics/moving", makepath=True)
+    cluster.settle()
+    moving = store.get("/brokers/topics/moving")[0]
+    assert json.loads(moving)["adding_replicas"] == {"0": [3]}
+    catch_up(cluster, store, [1, 3])
+    assert store.get("/brokers/topics/moving")[0] == moving
+    cluster.start(2)
+    cluster.settle()
+    assert store.exists("/brokers/topics/moving") is None
+    assert cluster.nodes[1].controller.reassignments.list_partition_reassignments(None, TIMEOUT) == {}
+
+
+def test_partitions_added_in_a_race_with_the_deletion_marker_are_deleted_too(cluster: Cluster) -> None:
+    """A CreatePartitions that passed its check just before the marker was written adds a partition to a topic
+    being deleted: its replicas are asked to delete themselves with the rest, and none of its znodes stays."""
+    store = started(cluster, 3, [1, 2])
+    recorder = Recorder(cluster)
+    cluster.nodes[1].controller.set_stop_replica_sender(recorder)
+    cluster.kill(2)  # the deletion waits for broker 2's replicas: time for the racing write to land
+    cluster.settle()
+    store.create("/admin/delete_topics/moving", makepath=True)
+    cluster.settle()
+    assert store.exists("/brokers/topics/moving") is not None
+    data, stat = store.get("/brokers/topics/moving")
+    grown = TopicAssignment.decode("moving", data)
+    store.set("/brokers/topics/moving",
+              TopicAssignment({**grown.partitions, 2: [3, 1]}).encode(), stat.version)
+    cluster.settle()
+    cluster.start(2)
+    cluster.settle()
+    assert store.exists("/brokers/topics/moving") is None and store.exists("/admin/delete_topics/moving") is None
+    added = TopicPartition("moving", 2)
+    assert {(1, added), (3, added)} <= recorder.asked
+    # No leader was elected for the partition that slipped in, and nothing of it is left.
+    assert store.exists("/brokers/topics/moving/partitions") is None
+
+
+def test_a_new_controller_elects_no_leader_for_a_topic_being_deleted(cluster: Cluster) -> None:
+    """Kafka's controller starts its deletion manager before its partition state machine, and the latter skips
+    topics queued for deletion: a topic whose leader died with the old controller gets no new leader."""
+    for broker_id in (1, 2, 3):
+        cluster.start(broker_id)
+    cluster.nodes[1].admin.create_topic(NewTopic("doomed", assignments={0: [1, 2, 3]}))
+    cluster.settle()
+    store = cluster.nodes[2].store
+    cluster.kill(3)  # the deletion waits for broker 3
+    cluster.settle()
+    store.create("/admin/delete_topics/doomed", makepath=True)
+    cluster.settle()
+    before = state(store, "doomed", 0)
+    assert before.leader == 1
+    cluster.kill(1)  # the leader and the controller
+    cluster.settle()
+    assert cluster.active() == [2]
+    assert state(store, "doomed", 0).leader != 2
+    cluster.start(1)
+    cluster.start(3)
+    cluster.settle()
+    assert store.exists("/brokers/topics/doomed") is None

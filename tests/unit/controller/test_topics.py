@@ -446,3 +446,29 @@ def test_growing_a_topic_whose_name_is_not_even_a_path_is_unknown_topic(node: Co
     """Found by the protocol fuzzer: the deletion-marker lookup raised the store's path error, which the broker
     answered by closing the connection."""
     assert error_of(node.admin.create_partitions, name, 3).code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_a_topic_config_written_as_the_topic_is_deleted_does_not_outlive_it(node: ControllerNode) -> None:
+    """AlterConfigs checks that the topic exists, then writes; the controller may delete the topic in between.
+    The write is conditioned on the topic's znode, so the config of a deleted topic is never left behind (a topic
+    created again under the name would inherit it)."""
+    node.admin.create_topic(NewTopic("racing"))
+    assert leaders_elected(node, "racing", 1)
+    store = node.store
+    real_ensure_path = store.ensure_path
+
+    def ensure_path_then_delete_the_topic(path: str) -> None:
+        # The controller's deletion lands between the existence check and the config write.
+        if store.exists("/brokers/topics/racing") is not None:
+            store.create("/admin/delete_topics/racing", makepath=True)
+            settle(node)
+        real_ensure_path(path)
+
+    store.ensure_path = ensure_path_then_delete_the_topic  # type: ignore[method-assign]
+    try:
+        error = error_of(node.admin.set_topic_config, "racing", {"retention.ms": "1000"})
+    finally:
+        del store.ensure_path
+    assert error.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert store.exists("/brokers/topics/racing") is None
+    assert store.exists("/config/topics/racing") is None

@@ -4,8 +4,9 @@ kafka-python 3.0 carries two encoders: hand-written positional schemas (``kafka.
 per version, written from Kafka's protocol docs over the years) and classes driven by a newer Kafka's
 message JSON (``kafka.protocol.*``, ``ApiMessage``). We check against three things: each of those two
 wherever it defines a version Kafka 2.6 accepts, and kafka-python's JSON engine fed Kafka 2.6's own message
-JSON (every API and version, including the inter-broker ones kafka-python lacks; these cases need the Kafka 2.6
-reference, ``--kafka-reference DIR`` or $SOFAKAFKA_KAFKA_REFERENCE, and skip without it).
+JSON (every API and version, including the inter-broker ones kafka-python lacks; that JSON comes out of the
+kafka-clients 2.6 jar scripts/test.sh resolves, or from ``--kafka-reference DIR`` / $SOFAKAFKA_KAFKA_REFERENCE
+when given, and these cases skip, saying so, with neither).
 For each, hypothesis draws a message valid at that version and we check:
 
 - their encoding of the same field values is byte for byte ours;
@@ -407,7 +408,7 @@ def test_crosscheck_covers_most_of_what_kafka_2_6_accepts() -> None:
 # ControlledShutdown) nor for delegation tokens, and its bundled JSON is a newer Kafka's. Its JSON engine
 # is independent of our generator and compiler, so feeding it the 2.6 files of the Kafka reference checks
 # every (API, version, kind) 2.6 accepts against the exact schema we declare from. Kafka's files are not in the
-# repository: the run is given their directory (the kafka_reference fixture), or these cases skip.
+# repository: they come out of Kafka's own kafka-clients jar (the kafka_message_json fixture).
 
 
 def _reference_struct(ours: type[Message], reference: Path) -> Any:
@@ -468,9 +469,9 @@ def check_against_reference_json(message: Message, version: int, reference: Path
 @settings(CROSSCHECK, max_examples=max(2, CROSSCHECK.max_examples // 2))
 @given(data=st.data())
 def test_kafka_python_engine_on_kafka_2_6_json_agrees(
-    ours: type[Message], version: int, data: st.DataObject, kafka_reference: Path
+    ours: type[Message], version: int, data: st.DataObject, kafka_message_json: Path
 ) -> None:
-    check_against_reference_json(data.draw(message_strategy(ours, version)), version, kafka_reference)
+    check_against_reference_json(data.draw(message_strategy(ours, version)), version, kafka_message_json)
 
 
 # --- headers ------------------------------------------------------------------------------------------

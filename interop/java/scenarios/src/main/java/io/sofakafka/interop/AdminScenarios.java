@@ -77,6 +77,27 @@ final class AdminScenarios {
                 return false;
             }
         }, Duration.ofSeconds(30), "every partition of " + topic + " to have a leader");
+        waitEverywhere(a, topic, partitions);
+    }
+
+    /**
+     * Until every broker's own metadata names a leader for each of the topic's {@code partitions}. With one broker
+     * the Admin client's own describe has asked it already; so a scenario on a secured listener (which the plain
+     * probe cannot speak) runs against one broker.
+     */
+    static void waitEverywhere(Admin a, String topic, int partitions) throws Exception {
+        Collection<Node> nodes = a.describeCluster().nodes().get();
+        if (nodes.size() == 1) return;
+        for (Node n : nodes) {
+            waitUntil(() -> {
+                try {
+                    List<Integer> leaders = MetadataProbe.leaders(n.host(), n.port(), topic);
+                    return leaders != null && leaders.size() == partitions && leaders.stream().allMatch(l -> l >= 0);
+                } catch (java.io.IOException e) {
+                    return false;
+                }
+            }, Duration.ofSeconds(30), "broker " + n.id() + " to know the leaders of " + topic);
+        }
     }
 
     static Object topics(Ctx ctx) throws Exception {
@@ -112,6 +133,7 @@ final class AdminScenarios {
                     return false;
                 }
             }, Duration.ofSeconds(30), "5 partitions");
+            waitEverywhere(a, topic, 5);
             r.put("partitionsAfterIncrease", 5);
             r.put("createPartitionsDecrease", errorName(failureOf(a.createPartitions(Map.of(topic, NewPartitions.increaseTo(2))).all())));
             r.put("createPartitionsSame", errorName(failureOf(a.createPartitions(Map.of(topic, NewPartitions.increaseTo(5))).all())));
@@ -193,7 +215,7 @@ final class AdminScenarios {
         List<String> brokerKeys = ctx.strings("brokerKeys");
         Map<String, Object> r = new LinkedHashMap<>();
         try (Admin a = ctx.admin()) {
-            createAndWait(a, topic, 1, (short) 1, Map.of("retention.ms", "3600000"));
+            createAndWait(a, topic, 1, ctx.rf(), Map.of("retention.ms", "3600000"));
             ConfigResource res = new ConfigResource(ConfigResource.Type.TOPIC, topic);
             Config c = describe(a, res, false);
             Map<String, Object> described = new TreeMap<>();
@@ -271,7 +293,7 @@ final class AdminScenarios {
         TopicPartition tp0 = new TopicPartition(topic, 0);
         TopicPartition tp1 = new TopicPartition(topic, 1);
         try (Admin a = ctx.admin()) {
-            createAndWait(a, topic, 2, (short) 1, Map.of());
+            createAndWait(a, topic, 2, ctx.rf(), Map.of());
             try (KafkaProducer<byte[], byte[]> p = ctx.producer(Map.of())) {
                 for (int i = 0; i < 10; i++) p.send(new ProducerRecord<>(topic, i % 2, null, ("v" + i).getBytes())).get();
             }
@@ -325,7 +347,7 @@ final class AdminScenarios {
         TopicPartition tp = new TopicPartition(topic, 0);
         long base = System.currentTimeMillis() - 100_000;
         try (Admin a = ctx.admin()) {
-            createAndWait(a, topic, 1, (short) 1, Map.of());
+            createAndWait(a, topic, 1, ctx.rf(), Map.of());
             try (KafkaProducer<byte[], byte[]> p = ctx.producer(Map.of())) {
                 for (int i = 0; i < 10; i++) p.send(new ProducerRecord<>(topic, 0, base + i * 1000L, null, ("v" + i).getBytes())).get();
             }

@@ -76,7 +76,7 @@ final class ConsumerScenarios {
         String topic = ctx.str("topic");
         Map<String, Object> r = new LinkedHashMap<>();
         try (Admin a = ctx.admin()) {
-            createAndWait(a, topic, 3, (short) ctx.integer("replicationFactor", 1), Map.of());
+            createAndWait(a, topic, 3, ctx.rf(), Map.of());
         }
         produce(ctx, topic, 3, 10, null);
         List<TopicPartition> tps = partitions(topic, 3);
@@ -199,7 +199,7 @@ final class ConsumerScenarios {
         String assignor = ctx.str("assignor");
         int partitions = 6;
         try (Admin a = ctx.admin()) {
-            createAndWait(a, topic, partitions, (short) ctx.integer("replicationFactor", 1), Map.of());
+            createAndWait(a, topic, partitions, ctx.rf(), Map.of());
         }
         Map<String, Object> conf = new HashMap<>();
         conf.put("group.id", group);
@@ -240,7 +240,7 @@ final class ConsumerScenarios {
         String group = ctx.str("group");
         Map<String, Object> r = new LinkedHashMap<>();
         try (Admin a = ctx.admin()) {
-            createAndWait(a, topic, 2, (short) 1, Map.of());
+            createAndWait(a, topic, 2, ctx.rf(), Map.of());
         }
         Map<String, Object> conf = new HashMap<>();
         conf.put("group.id", group);
@@ -283,7 +283,7 @@ final class ConsumerScenarios {
         Map<String, Object> r = new LinkedHashMap<>();
         TopicPartition tp = new TopicPartition(topic, 0);
         try (Admin a = ctx.admin()) {
-            createAndWait(a, topic, 1, (short) 1, Map.of());
+            createAndWait(a, topic, 1, ctx.rf(), Map.of());
         }
         produce(ctx, topic, 1, 20, null);
         try (KafkaConsumer<byte[], byte[]> c = ctx.consumer(Map.of("group.id", group))) {
@@ -330,7 +330,7 @@ final class ConsumerScenarios {
         TopicPartition tp = new TopicPartition(topic, 0);
         long base = System.currentTimeMillis() - 100_000;
         try (Admin a = ctx.admin()) {
-            createAndWait(a, topic, 1, (short) 1, Map.of());
+            createAndWait(a, topic, 1, ctx.rf(), Map.of());
         }
         produce(ctx, topic, 1, 10, base);
         Map<String, Object> r = new LinkedHashMap<>();
@@ -362,7 +362,7 @@ final class ConsumerScenarios {
         TopicPartition tp0 = new TopicPartition(topic, 0);
         TopicPartition tp1 = new TopicPartition(topic, 1);
         try (Admin a = ctx.admin()) {
-            createAndWait(a, topic, 2, (short) 1, Map.of());
+            createAndWait(a, topic, 2, ctx.rf(), Map.of());
         }
         produce(ctx, topic, 2, 10, null);
         Map<String, Object> r = new LinkedHashMap<>();
@@ -396,7 +396,7 @@ final class ConsumerScenarios {
         int n = ctx.integer("records", 20_000);
         int partitions = 4;
         try (Admin a = ctx.admin()) {
-            createAndWait(a, topic, partitions, (short) ctx.integer("replicationFactor", 1), Map.of());
+            createAndWait(a, topic, partitions, ctx.rf(), Map.of());
         }
         Map<String, Object> conf = new HashMap<>();
         conf.put("group.id", group);

@@ -48,6 +48,11 @@ public final class Ctx {
         return v == null ? dflt : ((Number) v).intValue();
     }
 
+    /** The replication factor of the topics a scenario creates: {@code replicationFactor}, default 1. */
+    short rf() {
+        return (short) integer("replicationFactor", 1);
+    }
+
     @SuppressWarnings("unchecked")
     List<String> strings(String key) {
         Object v = params.get(key);
@@ -57,11 +62,22 @@ public final class Ctx {
         return out;
     }
 
+    /**
+     * Client properties every client of the scenario gets ({@code clientConfig}, string to string): how to reach a
+     * secured listener (security.protocol, sasl.*, ssl.*), applied after the scenario's own settings.
+     */
+    @SuppressWarnings("unchecked")
+    Map<String, Object> clientConfig() {
+        Object v = params.get("clientConfig");
+        return v == null ? Map.of() : (Map<String, Object>) v;
+    }
+
     Admin admin() {
         Properties p = new Properties();
         p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, 30000);
         p.put("default.api.timeout.ms", 60000);
+        p.putAll(clientConfig());
         return Admin.create(p);
     }
 
@@ -75,6 +91,7 @@ public final class Ctx {
         p.put(ProducerConfig.ACKS_CONFIG, "all");
         p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, 120000);
         p.putAll(overrides);
+        p.putAll(clientConfig());
         return new KafkaProducer<>(p);
     }
 
@@ -86,6 +103,7 @@ public final class Ctx {
         p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
         p.putAll(overrides);
+        p.putAll(clientConfig());
         return new KafkaConsumer<>(p);
     }
 

@@ -74,7 +74,7 @@ final class ProducerScenarios {
         String topic = ctx.str("topic");
         Map<String, Object> r = new LinkedHashMap<>();
         try (Admin a = ctx.admin()) {
-            createAndWait(a, topic, 1, (short) ctx.integer("replicationFactor", 1), Map.of());
+            createAndWait(a, topic, 1, ctx.rf(), Map.of());
         }
         List<String> sent = new ArrayList<>();
         for (String acks : List.of("0", "1", "all")) {
@@ -104,7 +104,7 @@ final class ProducerScenarios {
         String topic = ctx.str("topic");
         int n = ctx.integer("records", 3000);
         try (Admin a = ctx.admin()) {
-            createAndWait(a, topic, 3, (short) ctx.integer("replicationFactor", 1), Map.of());
+            createAndWait(a, topic, 3, ctx.rf(), Map.of());
         }
         Map<String, Object> conf = new HashMap<>();
         conf.put("enable.idempotence", true);
@@ -132,7 +132,7 @@ final class ProducerScenarios {
         String codec = ctx.str("codec");
         int n = 500;
         try (Admin a = ctx.admin()) {
-            createAndWait(a, topic, 1, (short) 1, Map.of());
+            createAndWait(a, topic, 1, ctx.rf(), Map.of());
         }
         List<String> sent = new ArrayList<>();
         try (KafkaProducer<byte[], byte[]> p = ctx.producer(Map.of("compression.type", codec, "linger.ms", 20))) {
@@ -156,7 +156,7 @@ final class ProducerScenarios {
     static Object headers(Ctx ctx) throws Exception {
         String topic = ctx.str("topic");
         try (Admin a = ctx.admin()) {
-            createAndWait(a, topic, 1, (short) 1, Map.of());
+            createAndWait(a, topic, 1, ctx.rf(), Map.of());
         }
         List<Header> hs = List.of(
             new RecordHeader("h", "v1".getBytes(StandardCharsets.UTF_8)),
@@ -188,7 +188,7 @@ final class ProducerScenarios {
         String topic = ctx.str("topic");
         int n = ctx.integer("records", 50_000);
         try (Admin a = ctx.admin()) {
-            createAndWait(a, topic, 2, (short) 1, Map.of());
+            createAndWait(a, topic, 2, ctx.rf(), Map.of());
         }
         byte[] pad = "x".repeat(180).getBytes(StandardCharsets.UTF_8);
         long sentSum = 0;
@@ -228,8 +228,8 @@ final class ProducerScenarios {
         int limit = size + 1024 * 1024;
         Map<String, Object> r = new LinkedHashMap<>();
         try (Admin a = ctx.admin()) {
-            createAndWait(a, topic, 1, (short) 1, Map.of("max.message.bytes", Integer.toString(limit)));
-            createAndWait(a, topic + "-small", 1, (short) 1, Map.of());
+            createAndWait(a, topic, 1, ctx.rf(), Map.of("max.message.bytes", Integer.toString(limit)));
+            createAndWait(a, topic + "-small", 1, ctx.rf(), Map.of());
         }
         byte[] big = new byte[size];
         new java.util.Random(42).nextBytes(big);
@@ -255,7 +255,7 @@ final class ProducerScenarios {
     static Object transactions(Ctx ctx) throws Exception {
         String topic = ctx.str("topic");
         try (Admin a = ctx.admin()) {
-            createAndWait(a, topic, 1, (short) 1, Map.of());
+            createAndWait(a, topic, 1, ctx.rf(), Map.of());
         }
         Map<String, Object> conf = new HashMap<>();
         conf.put("enable.idempotence", true);

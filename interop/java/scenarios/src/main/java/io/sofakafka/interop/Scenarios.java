@@ -13,10 +13,12 @@ import java.util.TreeMap;
 /**
  * The scenario runner the pytest suite drives: one JVM, many scenarios.
  *
- * <p>stdin carries one JSON request per line, {@code {"scenario": name, "bootstrap": "host:port",
- * "params": {...}}}; stdout carries one JSON answer per request, {@code {"ok": true, "result": {...}}} or
- * {@code {"ok": false, "error": ..., "trace": ...}}. The first line out is {@code {"ready": true,
- * "kafkaVersion": ...}}. A scenario checks what it observes itself (a failed check throws) and returns a
+ * <p>stdin carries one JSON request per line, {@code {"id": n, "scenario": name, "bootstrap": "host:port",
+ * "params": {...}}}; stdout carries one JSON answer per request, {@code {"id": n, "ok": true, "result": {...}}}
+ * or {@code {"id": n, "ok": false, "error": ..., "trace": ...}}. The first line out is {@code {"ready": true,
+ * "kafkaVersion": ...}}. Requests run concurrently, up to {@code -Dscenarios.parallel} at a time (default 1),
+ * and are answered as they finish: most of a scenario's time is spent waiting on a broker (group joins,
+ * long polls, acks), so a test module submits every scenario up front and waits on each answer by its id. A scenario checks what it observes itself (a failed check throws) and returns a
  * summary that the Python side may compare between brokers. The client library is whatever kafka-clients
  * jar is on the classpath: the same classes run with 2.6 and with 4.x.
  *
@@ -39,6 +41,7 @@ public final class Scenarios {
         AdminScenarios.register();
         ProducerScenarios.register();
         ConsumerScenarios.register();
+        MigrationScenarios.register();
         TransactionScenarios.register();
         // Kafka Streams is on the classpath only when the tests ask for it.
         try {
@@ -60,13 +63,30 @@ public final class Scenarios {
         hello.put("ready", true);
         hello.put("kafkaVersion", kafkaVersion());
         out.println(Json.write(hello));
+        int parallel = Integer.getInteger("scenarios.parallel", 1);
+        java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(parallel, r -> {
+            Thread t = new Thread(r, "scenario-" + THREADS.incrementAndGet());
+            t.setDaemon(true);
+            return t;
+        });
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         String line;
         while ((line = in.readLine()) != null) {
             if (line.isBlank()) continue;
-            out.println(Json.write(handle(line)));
+            String request = line;
+            pool.execute(() -> {
+                String answer = Json.write(handle(request));
+                synchronized (out) {
+                    out.println(answer);
+                }
+            });
         }
+        // stdin closed: finish what was asked, then exit.
+        pool.shutdown();
+        pool.awaitTermination(10, java.util.concurrent.TimeUnit.MINUTES);
     }
+
+    private static final java.util.concurrent.atomic.AtomicInteger THREADS = new java.util.concurrent.atomic.AtomicInteger();
 
     /** The client's version, from the properties file every kafka-clients jar carries (its parser class moved in 4.x). */
     static String kafkaVersion() {
@@ -85,6 +105,7 @@ public final class Scenarios {
         String name = "?";
         try {
             Map<String, Object> req = (Map<String, Object>) Json.parse(line);
+            answer.put("id", req.get("id"));
             name = (String) req.get("scenario");
             if ("list".equals(name)) {
                 answer.put("ok", true);
@@ -95,7 +116,10 @@ public final class Scenarios {
             if (s == null) throw new IllegalArgumentException("no scenario named " + name + "; known: " + REGISTRY.keySet());
             Map<String, Object> params = (Map<String, Object>) req.getOrDefault("params", Map.of());
             System.err.println("=== scenario " + name + " against " + req.get("bootstrap") + " " + params);
+            long started = System.nanoTime();
             Object result = s.run(new Ctx((String) req.get("bootstrap"), params));
+            System.err.printf("=== scenario %s against %s done in %d ms%n", name, req.get("bootstrap"),
+                (System.nanoTime() - started) / 1_000_000);
             answer.put("ok", true);
             answer.put("result", result);
         } catch (Throwable t) {
