@@ -45,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import functools
+import itertools
 import logging
 import socket
 import struct
@@ -81,6 +82,10 @@ _SCRATCH_BYTES = 32 * 1024
 _LARGE_FRAME = 16 * 1024  # below this a partial frame waits in the scratch buffer, which always has room for it
 _FIRST_FRAME_BUFFER = 64 * 1024  # a large frame's buffer starts at this (or its size) and doubles as bytes arrive
 _EMPTY_VIEW = memoryview(b"")
+# The order of activity across every connection of this process: a connection's last request or response takes the
+# next number. Loop time cannot order them: uvloop's clock is cached per loop iteration at millisecond resolution, so
+# connections active within the same millisecond tie and "least recently active" would pick one at random.
+_ACTIVITY_ORDER = itertools.count(1)
 _FETCH_KEY = int(ApiKey.FETCH)
 
 
@@ -142,6 +147,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._close_when_drained = False
         self._closed = asyncio.get_running_loop().create_future()
         self._last_activity = 0.0
+        self._activity_order = 0
         self._idle_timer: asyncio.TimerHandle | None = None
         self._connection_state: dict[str, object] = {}
         self.requests_handled = 0
@@ -164,6 +170,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         tr.set_write_buffer_limits(high=self.server.write_buffer_high)
         loop = asyncio.get_running_loop()
         self._last_activity = loop.time()
+        self._activity_order = next(_ACTIVITY_ORDER)
         if not self.server.connection_opened(self):
             self._closing = True
             tr.close()
@@ -306,6 +313,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _dispatch(self, frame: bytearray) -> None:
         # A complete request is what counts as activity for connections.max.idle.ms, not bytes that trickle in.
         self._last_activity = asyncio.get_running_loop().time()
+        self._activity_order = next(_ACTIVITY_ORDER)
         sasl = self.sasl
         if sasl is not None and sasl.expecting_raw_token:
             self._raw_sasl_token(sasl, bytes(frame))
@@ -528,6 +536,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._ready_bytes += sum(len(c) for c in chunks)
         if out:
             self._last_activity = asyncio.get_running_loop().time()
+            self._activity_order = next(_ACTIVITY_ORDER)
             if len(out) == 1:
                 self.transport.write(out[0])
             else:
@@ -572,6 +581,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def last_activity(self) -> float:
         """Loop time of the last complete request or response written (what connections.max.idle.ms measures)."""
         return self._last_activity
+
+    @property
+    def activity_order(self) -> int:
+        """Where its last activity (the same events as ``last_activity``) falls among every connection's: the
+        larger, the more recent, never tied, so the least recently active connection is always one definite one."""
+        return self._activity_order
 
     def _check_idle(self) -> None:
         self._idle_timer = None

@@ -378,7 +378,7 @@ class SocketServer:
         if over <= 0:
             return
         candidates = sorted((c for c in self.connections if not c.closing and not self._protected_listener(
-            c.listener_name)), key=lambda c: c.last_activity)
+            c.listener_name)), key=lambda c: c.activity_order)
         for conn in candidates[:over]:
             conn.close_for(f"max.connections lowered to {self.max_connections} with {self._admitted} connections "
                            "open: closing the least recently active connection", drain=False)
@@ -388,7 +388,7 @@ class SocketServer:
         connection of another listener, as Kafka's processors do."""
         candidates = [c for c in self.connections if c.listener_name != listener_name and not c.closing]
         if candidates:
-            victim = min(candidates, key=lambda c: c.last_activity)
+            victim = min(candidates, key=lambda c: c.activity_order)
             victim.close_for(f"max.connections ({self.max_connections}) reached and inter-broker listener "
                              f"{listener_name} needs a slot: closing the least recently active connection",
                              drain=False)
