@@ -11,10 +11,19 @@ as the log grows.
    bisect + index floor + header scan, returning a file slice) and the first 64 KiB of the slice copied.
    Reported: p50/p90/p99 of both; flat means the lookup does not grow with the log.
 
+3. **Per-call cost of the segment file layer** (``--calls N``): what one ``FileRecords.append`` (16 KiB),
+   ``FileRecords.read`` (a 61-byte header peek, what a lookup's scan does per batch) and ``OffsetIndex.lookup``
+   cost in CPU, next to the bare ``os.pwrite``/``os.pread`` in the same run: the descriptor cache's pin and
+   the descriptor-free index mapping are on these paths. Best of 5 rounds (the least disturbed by other load).
+4. **Many partitions over a small descriptor cache** (``--partitions P``): appends round-robin over P logs
+   with a cache of P (every file stays open) and of P/10 (nine in ten appends reopen their file), CPU per
+   append: what thrashing the cache costs.
+
 Checks free disk (``shutil.disk_usage``, the same figure ``df -h`` prints) before writing and deletes its
 data afterwards. Run from the repository root::
 
     PYTHONPATH=. .venv/bin/python bench/bench_storage.py [--append-mb 512] [--sizes-gb 1,10] [--reads 2000]
+        [--calls 20000] [--partitions 2000]
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from sofakafka.protocol.records import RecordBatchBuilder
@@ -125,11 +135,106 @@ def bench_reads(root: Path, sizes: list[float], reads: int) -> None:
         shutil.rmtree(log.dir)
 
 
+def _best_cpu_us(fn: Callable[[], None], calls: int, rounds: int = 5) -> float:
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.thread_time()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.thread_time() - t0) / calls * 1e6)
+    return best
+
+
+def bench_calls(root: Path, calls: int) -> None:
+    """Per-call CPU of the file layer next to the bare system calls (see the module doc, part 3)."""
+    from sofakafka.storage.index import OffsetIndex
+    from sofakafka.storage.segment import FileRecords
+
+    data = bytes(16 * 1024)
+    raw_fd = os.open(root / "raw.bin", os.O_RDWR | os.O_CREAT, 0o644)
+    pos = [0]
+
+    def raw_write() -> None:
+        os.pwrite(raw_fd, data, pos[0] % (64 << 20))
+        pos[0] += len(data)
+
+    records = FileRecords(root / "00000000000000000000.log")
+    for _ in range(4096):  # 64 MiB to read from
+        records.append(data)
+    os.pwrite(raw_fd, bytes(64 << 20), 0)
+
+    def layer_write() -> None:
+        if records.size >= 128 << 20:
+            records.truncate_to(0)
+        records.append(data)
+
+    offsets = [random.Random(7).randrange(0, 60 << 20) for _ in range(1024)]
+    i = [0]
+
+    def raw_read() -> None:
+        i[0] += 1
+        os.pread(raw_fd, 61, offsets[i[0] & 1023])
+
+    def layer_read() -> None:
+        i[0] += 1
+        records.read(offsets[i[0] & 1023], 61)
+
+    index = OffsetIndex(root / "00000000000000000000.index", 0, 10 << 20)
+    index.resize(10 << 20)
+    for n in range(100_000):
+        index.append(n * 100, n * 4096)
+
+    def lookup() -> None:
+        i[0] += 1
+        index.lookup(offsets[i[0] & 1023] // 400)
+
+    print(f"per call, best of 5 rounds of {calls} (cpu us):")
+    print(f"  os.pwrite 16 KiB        {_best_cpu_us(raw_write, calls):7.2f}   FileRecords.append  "
+          f"{_best_cpu_us(layer_write, calls):7.2f}")
+    print(f"  os.pread 61 B           {_best_cpu_us(raw_read, calls):7.2f}   FileRecords.read    "
+          f"{_best_cpu_us(layer_read, calls):7.2f}")
+    print(f"  OffsetIndex.lookup (100k entries) {_best_cpu_us(lookup, calls):7.2f}")
+    index.close()
+    records.close()
+    os.close(raw_fd)
+
+
+def bench_partitions(root: Path, partitions: int) -> None:
+    """Round-robin appends over many logs with a cache that holds them all, then a tenth of them (part 4)."""
+    from sofakafka.storage.file_cache import DescriptorCache
+
+    batch = template_batch(10, 100)
+    for capacity in (partitions, max(1, partitions // 10)):
+        cache = DescriptorCache(capacity)
+        # No index entries during the run: the first write to a page of a fresh (sparse) index mapping costs
+        # a block allocation, milliseconds on a busy ext4, and would drown what this part measures.
+        config = LogConfig.from_props({"index.interval.bytes": 1 << 30})
+        logs = [Log(root / f"many{capacity}-{p}", config, descriptor_cache=cache) for p in range(partitions)]
+        for lg in logs:  # one append each first: the active segments exist and the cache is full
+            lg.append_as_leader(bytearray(batch), 0)
+        rounds = 5
+        opens = cache.opens
+        t0, c0 = time.perf_counter(), time.thread_time()
+        for _ in range(rounds):
+            for lg in logs:
+                lg.append_as_leader(bytearray(batch), 0)
+        wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
+        n = rounds * partitions
+        print(f"{partitions} partitions, cache of {capacity}: {cpu / n * 1e6:6.1f} us cpu per append "
+              f"({wall / n * 1e6:6.1f} us wall), {cache.opens - opens} reopens in {n} appends, "
+              f"{cache.open_count} open at the end")
+        for lg in logs:
+            lg.close()
+            shutil.rmtree(lg.dir)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--append-mb", type=int, default=512)
     parser.add_argument("--sizes-gb", default="1,10", help="comma-separated log sizes for the read benchmark")
     parser.add_argument("--reads", type=int, default=2000)
+    parser.add_argument("--calls", type=int, default=0, help="per-call cost of the file layer (part 3)")
+    parser.add_argument("--partitions", type=int, default=0, help="appends over many partitions (part 4)")
     parser.add_argument("--dir", default=None, help="where to write (default: a temp dir under /work or /tmp)")
     args = parser.parse_args()
     sizes = [float(s) for s in args.sizes_gb.split(",") if s]
@@ -142,10 +247,15 @@ def main() -> None:
         shutil.rmtree(root)
         raise SystemExit("not enough free disk for the requested sizes")
     try:
-        bench_append(root, args.append_mb, RECORDS_PER_BATCH, VALUE_SIZE)  # ~16 KiB: a typical linger batch
-        bench_append(root, args.append_mb, 1000, 1000)  # ~1 MiB: the per-batch cost amortised
+        if args.append_mb:
+            bench_append(root, args.append_mb, RECORDS_PER_BATCH, VALUE_SIZE)  # ~16 KiB: a typical linger batch
+            bench_append(root, args.append_mb, 1000, 1000)  # ~1 MiB: the per-batch cost amortised
         if sizes:
             bench_reads(root, sizes, args.reads)
+        if args.calls:
+            bench_calls(root, args.calls)
+        if args.partitions:
+            bench_partitions(root, args.partitions)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -9,8 +9,9 @@ SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 # nodejs/npm run kafkajs there; zookeeper (it pulls a Java runtime) is the real ZooKeeper of tests/cluster;
 # maven resolves Apache Kafka's jars (clients, Streams, tools, the reference broker) for tests/interop and
 # tests/conformance, and openjdk-17-jdk-headless brings javac for our Java scenarios (interop/java);
-# chromium and chromium-driver are the headless browser (driven by selenium) of the web console's tests.
-APT_PACKAGES=(python3-venv kcat nodejs zookeeper maven openjdk-17-jdk-headless chromium chromium-driver)
+# chromium and chromium-driver are the headless browser (driven by selenium) of the web console's tests;
+# iproute2 (ip) makes the network namespaces of tests/chaos; util-linux (mount, prlimit) is in every Debian.
+APT_PACKAGES=(python3-venv kcat nodejs zookeeper maven openjdk-17-jdk-headless chromium chromium-driver iproute2)
 # npm is its own Debian package, but a nodejs from elsewhere bundles it and would conflict with Debian's.
 command -v npm >/dev/null 2>&1 || APT_PACKAGES+=(npm)
 if [ ${#APT_PACKAGES[@]} -gt 0 ]; then

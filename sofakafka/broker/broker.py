@@ -60,11 +60,12 @@ from sofakafka.broker.handlers.stop_replica import (
     partition_errors,
     stop_replica_request,
 )
+from sofakafka.broker.limits import budget_message, raise_open_file_limit
 from sofakafka.broker.listener_security import BrokerSecurity
 from sofakafka.broker.metrics import BrokerGauges, BrokerMetrics, GroupLag, PartitionGauge
 from sofakafka.broker.offsets_topic import GroupCoordinatorRuntime
 from sofakafka.broker.producer_id_manager import ProducerIdManager
-from sofakafka.broker.replica_manager import ReplicaManager
+from sofakafka.broker.replica_manager import LeaderState, ReplicaManager
 from sofakafka.broker.replication import Replication
 from sofakafka.broker.server import SocketServer
 from sofakafka.broker.transaction_topic import TransactionCoordinatorRuntime
@@ -90,6 +91,7 @@ from sofakafka.storage.cleaner import LogCleaner
 from sofakafka.storage.config import LogConfig
 from sofakafka.storage.errors import InvalidLogConfigError
 from sofakafka.storage.log_manager import LogManager
+from sofakafka.storage.segment import set_clock_offset_ms
 
 if TYPE_CHECKING:
     from sofakafka.broker.metrics_http import MetricsServer
@@ -150,6 +152,9 @@ class Broker:
         self._stopped = False
         self._shutdown_begun = False
         self.started = False
+        #: Resolved with the reason when the broker cannot go on by itself (every log directory offline, as
+        #: Kafka halts then); ``sofakafka serve`` shuts down and exits non-zero.
+        self.failed: asyncio.Future[str] | None = None
         self._metrics = BrokerMetrics()
         self._metrics_server: MetricsServer | None = None  # sofakafka/broker/metrics_http.py, when on
         self._audit: ProduceAuditWriter | None = None
@@ -289,6 +294,16 @@ class Broker:
     # -- start-up -----------------------------------------------------------------------------------------------
     async def startup(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self.failed = self._loop.create_future()
+        config = self.config
+        offset = config.get_int("sofakafka.test.clock.offset.ms")
+        if offset:
+            log.warning("wall clock skewed by %d ms (sofakafka.test.clock.offset.ms: tests only)", offset)
+        set_clock_offset_ms(offset)
+        limit = raise_open_file_limit()
+        message, over = budget_message(limit, config.get_int("log.max.open.segment.files"),
+                                       config.get_int("max.connections"))
+        (log.warning if over else log.info)("%s", message)
         load_handlers()
         listeners = await self.server.start()
         try:
@@ -341,6 +356,7 @@ class Broker:
                 unclean_leader_election_enable=config.get_bool("unclean.leader.election.enable"),
                 stop_replica_sender=self,
                 stale_registration_wait_s=session_timeout_s,
+                max_partitions_per_topic=config.get_int("sofakafka.max.partitions.per.topic"),
             )
 
         self._node = await self.run_blocking(open_store)
@@ -362,7 +378,9 @@ class Broker:
             broker_id=self.broker_id,
             cluster_id=self._node.cluster_id,
             recovery_threads_per_data_dir=config.get_int("num.recovery.threads.per.data.dir"),
+            max_open_segment_files=config.get_int("log.max.open.segment.files"),
         )
+        self._log_manager.add_dir_failure_listener(self._on_log_dir_failure)
         await self.run_blocking(self._log_manager.startup)
         self._logs_loaded = True
         cache = self._node.cache
@@ -487,6 +505,26 @@ class Broker:
                and asyncio.get_running_loop().time() < deadline):
             await asyncio.sleep(0.01)
 
+    # -- log directory failure ----------------------------------------------------------------------------------------
+    def _on_log_dir_failure(self, log_dir: Path, partitions: list[tuple[str, int]]) -> None:
+        """The log manager took ``log_dir`` offline (its failure thread calls this)."""
+        loop = self._loop
+        if loop is None or self._stopped:
+            return
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(self._log_dir_failed, log_dir, partitions)
+
+    def _log_dir_failed(self, log_dir: Path, partitions: list[tuple[str, int]]) -> None:
+        # Delayed produces and fetches on those partitions answer now (with KAFKA_STORAGE_ERROR), not at their
+        # timeout.
+        if self._replica_manager is not None:
+            self._replica_manager.partitions_changed(partitions)
+        lm = self._log_manager
+        if lm is not None and not lm.online_log_dirs and self.failed is not None and not self.failed.done():
+            reason = f"every log directory is offline ({', '.join(str(d) for d in lm.log_dirs)})"
+            log.critical("broker %d is shutting down: %s", self.broker_id, reason)
+            self.failed.set_result(reason)
+
     # -- metadata -> hosted partitions ------------------------------------------------------------------------------
     def _on_metadata_changed(self, _snapshot: ClusterMetadata) -> None:
         loop = self._loop
@@ -509,10 +547,19 @@ class Broker:
                 log.exception("applying a metadata change failed")
 
     async def _apply_metadata(self) -> None:
-        """Lead what the metadata says we lead, stop serving what moved away, follow config changes."""
+        """Lead what the metadata says we lead, stop serving what moved away, follow config changes.
+
+        Runs on every metadata change, so nothing here may cost per partition more than a comparison: the
+        partitions to lead are gathered and handed to the replica manager in one batch (their logs and epoch
+        checkpoints are written together), and a topic's log config is computed once per topic, not once per
+        partition.
+        """
         snap = self.node.cache.snapshot()
+        # Dynamic connection limits (max.connections and its kin): cluster-wide default, then this broker's own.
+        await self.server.reconfigure({**snap.broker_config(None), **snap.broker_config(self.broker_id)})
         rm = self.replica_manager
         wanted: set[tuple[str, int]] = set()
+        to_lead: list[LeaderState] = []
         for topic in snap.topics.values():
             for p in topic.partitions.values():
                 if p.leader != self.broker_id:
@@ -525,8 +572,10 @@ class Broker:
                         or current.replicas != list(p.replicas)):
                     if current is None and self._replication is not None:
                         await self._replication.before_leading((p.topic, p.partition))
-                    await rm.become_leader(p.topic, p.partition, p.leader_epoch, p.replicas, p.isr,
-                                           zk_version=p.zk_version, controller_epoch=p.controller_epoch)
+                    to_lead.append(LeaderState(p.topic, p.partition, p.leader_epoch, tuple(p.replicas), tuple(p.isr),
+                                               p.zk_version, p.controller_epoch))
+        if to_lead:
+            await rm.become_leaders(to_lead)
         for part in rm.partitions:
             if part.tp not in wanted and part.topic not in snap.deleting:
                 # Leadership moved elsewhere: stop serving it; replication below makes us its follower. (A topic
@@ -536,12 +585,12 @@ class Broker:
         if self._replication is not None:
             await self._replication.apply(snap)
             await self._delete_removed_replicas(snap)
-        for part in rm.partitions:
-            cfg = self.topic_log_config(part.topic, snap)
-            if cfg != part.log.config:
-                part.log.update_config(cfg)
-        for (followed_topic, _), lg in list(rm.follower_logs.items()):
-            cfg = self.topic_log_config(followed_topic, snap)
+        configs: dict[str, LogConfig] = {}
+        for topic_name, lg in [(part.topic, part.log) for part in rm.partitions] + \
+                [(tp[0], lg) for tp, lg in list(rm.follower_logs.items())]:
+            cfg = configs.get(topic_name)
+            if cfg is None:
+                cfg = configs[topic_name] = self.topic_log_config(topic_name, snap)
             if cfg != lg.config:
                 lg.update_config(cfg)
         if self._groups is not None:

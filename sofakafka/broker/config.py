@@ -284,8 +284,9 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("socket.receive.buffer.bytes", _T.INT, 102400, "SO_RCVBUF; -1 keeps the OS default."),
     ConfigKey("socket.request.max.bytes", _T.INT, 104857600, "Largest request frame accepted.", at_least(1)),
     ConfigKey("connections.max.idle.ms", _T.LONG, 600000, "Idle connections are closed after this."),
-    ConfigKey("max.connections", _T.INT, INT_MAX, "Connections accepted at once.", at_least(0), _CW),
-    ConfigKey("max.connections.per.ip", _T.INT, INT_MAX, "Connections accepted at once from one address.", at_least(0), _CW),
+    ConfigKey("max.connections", _T.INT, INT_MAX, "Connections at once; at the limit a listener stops accepting (new clients wait in the backlog) until one closes, except the inter-broker listener of a broker with several listeners, for which the least recently active other connection is closed. listener.name.<listener>.max.connections is one listener's own limit (this value where unset). Lowered dynamically, the least recently active connections over it are closed.", at_least(0), _CW),
+    ConfigKey("max.connections.per.ip", _T.INT, INT_MAX, "Connections accepted at once from one address; a new one over it is closed at once, with the reason logged.", at_least(0), _CW),
+    ConfigKey("max.connections.per.ip.overrides", _T.STRING, "", "host:count or ip:count, comma-separated: per-address exceptions to max.connections.per.ip.", None, _CW),
     ConfigKey("request.timeout.ms", _T.INT, 30000, "Timeout of requests this broker sends."),
     # --- logs
     ConfigKey("log.dir", _T.STRING, _default_log_dir(), "Log directory when log.dirs is unset."),
@@ -388,6 +389,10 @@ _KEYS: list[ConfigKey] = [
     # --- metrics (not a Kafka key: Kafka exposes JMX; this serves Prometheus's text format instead)
     ConfigKey("metrics.listener", _T.STRING, None, "http://host:port where /metrics (Prometheus text format), /health and /ready are served; unset: off.", _metrics_listener),
     # --- sofakafka's own
+    ConfigKey("sofakafka.test.clock.offset.ms", _T.LONG, 0, "Tests only: milliseconds added to this broker's wall clock (record and append timestamps, retention, rolls by time); the chaos suite skews a broker's clock with it. Leave it at 0.", None),
+    ConfigKey("sofakafka.connection.max.response.backlog.bytes", _T.LONG, 134217728, "Responses a connection may have waiting to be sent (the client not reading them) before it is closed, with the reason logged.", at_least(1)),
+    ConfigKey("sofakafka.max.partitions.per.topic", _T.INT, 200000, "Most partitions a topic may be created with or grown to (CreateTopics, CreatePartitions answer INVALID_PARTITIONS above it); Kafka has no bound, and 2^31 - 1 asked for exhausts memory.", at_least(1), _CW),
+    ConfigKey("log.max.open.segment.files", _T.INT, 1000, "Segment files (.log, .txnindex) kept open at once; the least recently used idle ones are closed and reopened on use, so descriptors stay bounded whatever the partitions and segments (indexes are memory-mapped and hold none, as in Kafka). Not a Kafka key.", at_least(1)),
     ConfigKey("sofakafka.produce.audit.enable", _T.BOOLEAN, False, "Record who produced each batch (client id and address, producer id) in the compacted topic __sofakafka_produce_audit, for the console's message trace."),
     ConfigKey("sofakafka.produce.audit.retention.ms", _T.LONG, 604800000, "retention.ms of __sofakafka_produce_audit (its cleanup.policy is compact,delete).", at_least(1)),
     ConfigKey("sofakafka.transaction.add.partitions.wait.ms", _T.INT, 100, "How long AddPartitionsToTxn waits for the producer's previous transaction to complete (its markers written) before answering CONCURRENT_TRANSACTIONS; 0 answers at once, as Kafka 2.6 does.", at_least(0)),
@@ -651,6 +656,47 @@ def parse_listeners(key: str, text: str, protocol_map: Mapping[str, SecurityProt
     return endpoints
 
 
+def parse_connection_overrides(key: str, raw: str | None) -> dict[str, int]:
+    """``max.connections.per.ip.overrides``: ``host:count`` or ``ip:count`` pairs, comma-separated (Kafka's
+    format). Host names are kept as written; the server resolves them once when it starts."""
+    out: dict[str, int] = {}
+    for item in (raw or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        host = host.strip().strip("[]")
+        if not sep or not host:
+            raise ConfigError(key, f"expected host:count, got {item!r}")
+        try:
+            value = int(count.strip())
+        except ValueError:
+            raise ConfigError(key, f"the count of {host} must be an integer, got {count.strip()!r}") from None
+        if value < 0:
+            raise ConfigError(key, f"the count of {host} must be >= 0, got {value}")
+        out[host] = value
+    return out
+
+
+LISTENER_MAX_CONNECTIONS_RE = re.compile(r"listener\.name\.([^.]+)\.max\.connections")
+
+
+def listener_max_connections_key(listener_name: str) -> str:
+    """Kafka's per-listener connection limit, ``listener.name.<listener, lower case>.max.connections``."""
+    return f"listener.name.{listener_name.lower()}.max.connections"
+
+
+def parse_max_connections(key: str, raw: str) -> int:
+    """A ``max.connections`` value (broker-wide or a listener's): an integer >= 0."""
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ConfigError(key, f"must be an integer, got {raw!r}") from None
+    if value < 0:
+        raise ConfigError(key, f"must be >= 0, got {value}")
+    return value
+
+
 def parse_zookeeper_connect(key: str, text: str) -> tuple[str, str | None]:
     """Split ``host:port,host:port/chroot`` into the connect string and the chroot (None for the root)."""
     hosts, slash, chroot = text.strip().partition("/")
@@ -736,6 +782,12 @@ class KafkaConfig:
         return cls.from_properties(props)
 
     def _validate(self) -> None:
+        parse_connection_overrides("max.connections.per.ip.overrides", self.get_str("max.connections.per.ip.overrides"))
+        for key, value in self.originals.items():
+            if LISTENER_MAX_CONNECTIONS_RE.fullmatch(key):
+                parse_max_connections(key, value)
+        if self.get_int("max.connections.per.ip") == 0 and not self.get_str("max.connections.per.ip.overrides"):
+            raise ConfigError("max.connections.per.ip", "0 refuses every connection; it needs max.connections.per.ip.overrides")
         broker_id = self.get_int("broker.id")
         max_id = self.get_int("reserved.broker.max.id")
         if self.get_bool("broker.id.generation.enable"):

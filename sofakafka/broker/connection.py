@@ -11,7 +11,16 @@ created, so the appends of one connection also happen in request order.
 
 Backpressure, both ways: when ``queued.max.requests`` requests are in flight, or the transport's write buffer
 is above its high-water mark (a client not reading its responses), reading stops; it resumes when both have
-drained. ``connections.max.idle.ms`` closes a connection with nothing in flight and no traffic for that long.
+drained. ``connections.max.idle.ms`` closes a connection with nothing in flight that has neither completed a
+request nor been sent a response for that long: bytes trickling in without ever completing a frame (slowloris)
+do not keep it open. A client that does not read its responses is closed once more than
+``sofakafka.connection.max.response.backlog.bytes`` of them wait to be sent.
+
+Memory per connection is bounded by what the client has actually sent: an idle connection holds no read
+buffer (the small scratch buffer is taken when bytes arrive and given back when every request is answered), and
+a large frame's buffer starts small and doubles as its bytes arrive, up to the size it announced (itself at
+most ``socket.request.max.bytes``), so announcing a huge frame and sending a byte a second costs next to
+nothing.
 
 What closes a connection (logged with the peer and the reason, other connections are untouched; the
 requests taken before the offending one are answered first): a frame that does not decode (the codec raises the ProtocolError family for any malformed bytes), an unknown API key,
@@ -36,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import functools
+import itertools
 import logging
 import socket
 import struct
@@ -68,9 +78,14 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 _SIZE = struct.Struct(">i")
-_SCRATCH_BYTES = 256 * 1024
-_LARGE_FRAME = 64 * 1024  # below this a partial frame waits in the scratch buffer, which always has room for it
+_SCRATCH_BYTES = 32 * 1024
+_LARGE_FRAME = 16 * 1024  # below this a partial frame waits in the scratch buffer, which always has room for it
+_FIRST_FRAME_BUFFER = 64 * 1024  # a large frame's buffer starts at this (or its size) and doubles as bytes arrive
 _EMPTY_VIEW = memoryview(b"")
+# The order of activity across every connection of this process: a connection's last request or response takes the
+# next number. Loop time cannot order them: uvloop's clock is cached per loop iteration at millisecond resolution, so
+# connections active within the same millisecond tie and "least recently active" would pick one at random.
+_ACTIVITY_ORDER = itertools.count(1)
 _FETCH_KEY = int(ApiKey.FETCH)
 
 
@@ -87,6 +102,7 @@ class ConnectionOwner(Protocol):
     send_buffer_bytes: int
     receive_buffer_bytes: int
     write_buffer_high: int
+    max_response_backlog: int
     shutting_down: bool
 
     def connection_opened(self, conn: KafkaConnection) -> bool: ...
@@ -115,12 +131,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._auth_timer: asyncio.TimerHandle | None = None
         self.transport: asyncio.Transport | None = None
         self.peer: tuple[str, int] = ("?", 0)
-        self._scratch = bytearray(_SCRATCH_BYTES)
-        self._scratch_view = memoryview(self._scratch)
+        self._scratch: bytearray | None = None  # taken when bytes arrive (see the module doc)
+        self._scratch_view = _EMPTY_VIEW
         self._scratch_end = 0
         self._frame: bytearray | None = None
         self._frame_view = _EMPTY_VIEW
         self._frame_filled = 0
+        self._frame_size = 0
+        self._ready_bytes = 0  # bytes of answers ready but waiting behind an earlier request's
         self._pending: collections.deque[_Slot] = collections.deque()
         self._tasks: set[asyncio.Task[None]] = set()
         self._reading = True
@@ -129,6 +147,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._close_when_drained = False
         self._closed = asyncio.get_running_loop().create_future()
         self._last_activity = 0.0
+        self._activity_order = 0
         self._idle_timer: asyncio.TimerHandle | None = None
         self._connection_state: dict[str, object] = {}
         self.requests_handled = 0
@@ -143,7 +162,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         tr: asyncio.Transport = transport  # type: ignore[assignment]
         self.transport = tr
         peer = transport.get_extra_info("peername")
-        if isinstance(peer, tuple) and len(peer) >= 2:
+        if self.peer[0] == "?" and isinstance(peer, tuple) and len(peer) >= 2:  # else the server's accept set it
             self.peer = (str(peer[0]), int(peer[1]))
         sock = transport.get_extra_info("socket")
         if sock is not None:
@@ -151,6 +170,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         tr.set_write_buffer_limits(high=self.server.write_buffer_high)
         loop = asyncio.get_running_loop()
         self._last_activity = loop.time()
+        self._activity_order = next(_ACTIVITY_ORDER)
         if not self.server.connection_opened(self):
             self._closing = True
             tr.close()
@@ -213,21 +233,29 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # -- reading frames -------------------------------------------------------------------------------------------
     # Small frames are cut out of a scratch buffer the socket reads into (one copy each). A frame of at least
-    # _LARGE_FRAME bytes gets a buffer of its exact size and the socket reads the rest of it straight into it,
-    # so a 1 MB produce is never accumulated and re-sliced on the event loop.
+    # _LARGE_FRAME bytes gets a buffer of its own and the socket reads the rest of it straight into it, so a 1 MB
+    # produce is never accumulated and re-sliced on the event loop; that buffer grows as the frame arrives.
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._frame is not None:
+        frame = self._frame
+        if frame is not None:
+            if self._frame_filled == len(frame):
+                grown = bytearray(min(self._frame_size, 2 * len(frame)))
+                grown[: self._frame_filled] = frame
+                self._frame = frame = grown
+                self._frame_view = memoryview(grown)
             return self._frame_view[self._frame_filled:]
+        if self._scratch is None:
+            self._scratch = bytearray(_SCRATCH_BYTES)
+            self._scratch_view = memoryview(self._scratch)
         return self._scratch_view[self._scratch_end:]
 
     def buffer_updated(self, nbytes: int) -> None:
         if self._closing or self._close_when_drained:
             return
-        self._last_activity = asyncio.get_running_loop().time()
         frame = self._frame
         if frame is not None:
             self._frame_filled += nbytes
-            if self._frame_filled == len(frame):
+            if self._frame_filled == self._frame_size:
                 self._frame = None
                 self._frame_view = _EMPTY_VIEW
                 self._dispatch(frame)
@@ -237,6 +265,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _cut_frames(self) -> None:
         buf = self._scratch
+        assert buf is not None
         end = self._scratch_end
         max_bytes = self.server.max_request_bytes
         limit_key = "socket.request.max.bytes"
@@ -257,12 +286,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     return
                 continue
             if size >= _LARGE_FRAME:
-                frame = bytearray(size)
                 have = end - pos - 4
+                frame = bytearray(min(size, max(_FIRST_FRAME_BUFFER, 2 * have)))
                 frame[:have] = self._scratch_view[pos + 4 : end]
                 self._frame = frame
                 self._frame_view = memoryview(frame)
                 self._frame_filled = have
+                self._frame_size = size
                 pos = end
             break
         # What is left is less than one small frame: move it to the front so the scratch never fills up.
@@ -270,9 +300,20 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if remaining and pos:
             buf[:remaining] = self._scratch_view[pos:end]
         self._scratch_end = remaining
+        self._maybe_release_scratch()
+
+    def _maybe_release_scratch(self) -> None:
+        """Give the scratch buffer back when nothing is in it and nothing is in flight: an idle connection
+        (thousands of them) holds no read buffer."""
+        if self._scratch_end == 0 and not self._pending and self._scratch is not None:
+            self._scratch = None
+            self._scratch_view = _EMPTY_VIEW
 
     # -- requests --------------------------------------------------------------------------------------------
     def _dispatch(self, frame: bytearray) -> None:
+        # A complete request is what counts as activity for connections.max.idle.ms, not bytes that trickle in.
+        self._last_activity = asyncio.get_running_loop().time()
+        self._activity_order = next(_ACTIVITY_ORDER)
         sasl = self.sasl
         if sasl is not None and sasl.expecting_raw_token:
             self._raw_sasl_token(sasl, bytes(frame))
@@ -421,6 +462,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             spec = _throttle_field(type(result))
             if spec is not None and in_range(ctx.api_version, spec.versions):
                 result.throttle_time_ms = max(result.throttle_time_ms, ctx.throttle_ms)  # type: ignore[attr-defined]
+        elif ctx.throttle_ms > 0 and isinstance(result, RawResponse) and result.throttle_time_at is not None:
+            first = result.chunks[0]
+            assert isinstance(first, bytearray)
+            at = result.throttle_time_at
+            (current,) = _SIZE.unpack_from(first, at)
+            _SIZE.pack_into(first, at, max(current, ctx.throttle_ms))
 
     def _mute_for(self, throttle_ms: int) -> None:
         loop = asyncio.get_running_loop()
@@ -483,15 +530,28 @@ class KafkaConnection(asyncio.BufferedProtocol):
             head = pending.popleft()
             if head.chunks:
                 out.extend(head.chunks)
+                if head is not slot:
+                    self._ready_bytes -= sum(len(c) for c in head.chunks)
+        if pending and chunks and not out:
+            self._ready_bytes += sum(len(c) for c in chunks)
         if out:
             self._last_activity = asyncio.get_running_loop().time()
+            self._activity_order = next(_ACTIVITY_ORDER)
             if len(out) == 1:
                 self.transport.write(out[0])
             else:
                 self.transport.writelines(out)
+        backlog = self._ready_bytes + self.transport.get_write_buffer_size()
+        if backlog > self.server.max_response_backlog:
+            self.close_for(f"{backlog} bytes of responses wait to be sent (the client is not reading them), "
+                           f"sofakafka.connection.max.response.backlog.bytes is {self.server.max_response_backlog}",
+                           drain=False)
+            return
         if self._close_when_drained and not pending:
             self.close()
             return
+        if not pending:
+            self._maybe_release_scratch()
         self._update_reading()
 
     # -- flow control, idleness, closing -------------------------------------------------------------------------
@@ -512,6 +572,21 @@ class KafkaConnection(asyncio.BufferedProtocol):
     @property
     def in_flight(self) -> int:
         return len(self._pending)
+
+    @property
+    def closing(self) -> bool:
+        return self._closing
+
+    @property
+    def last_activity(self) -> float:
+        """Loop time of the last complete request or response written (what connections.max.idle.ms measures)."""
+        return self._last_activity
+
+    @property
+    def activity_order(self) -> int:
+        """Where its last activity (the same events as ``last_activity``) falls among every connection's: the
+        larger, the more recent, never tied, so the least recently active connection is always one definite one."""
+        return self._activity_order
 
     def _check_idle(self) -> None:
         self._idle_timer = None

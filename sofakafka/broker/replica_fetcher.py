@@ -636,6 +636,8 @@ class ReplicaFetcherManager:
         for tp in list(self._followed):
             if tp not in wanted:
                 await self.stop_following(tp)
+        # Logs of partitions followed for the first time are created together (a new topic brings many).
+        await rm.open_follower_logs([tp for tp in wanted if tp not in self._followed])
         for tp, p in wanted.items():
             current = self._followed.get(tp)
             if current is not None and current.leader == p.leader and current.leader_epoch == p.leader_epoch:

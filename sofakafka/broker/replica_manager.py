@@ -32,8 +32,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from sofakafka.broker.metrics import BrokerMetrics
 from sofakafka.broker.purgatory import DelayedOperation, DelayedOperationPurgatory
@@ -90,6 +91,33 @@ def storage_error_code(exc: BaseException) -> ErrorCode:
     if isinstance(exc, OSError):
         return ErrorCode.KAFKA_STORAGE_ERROR
     return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+@dataclass(frozen=True)
+class LeaderState:
+    """What the metadata says about a partition this broker is to lead."""
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    zk_version: int = -1
+    controller_epoch: int = -1
+
+
+# Threads that write many partitions' checkpoints at once (their fsyncs commit together).
+_PARALLEL_THREADS = 8
+
+
+def _in_parallel(fn: Callable[[Any], None], items: Sequence[Any]) -> None:
+    """``fn`` over ``items`` on a few threads (blocking work with an fsync each); the first error is raised."""
+    if len(items) <= 1:
+        for item in items:
+            fn(item)
+        return
+    with ThreadPoolExecutor(max_workers=min(_PARALLEL_THREADS, len(items)), thread_name_prefix="leaders") as pool:
+        list(pool.map(fn, items))
 
 
 class Partition:
@@ -345,6 +373,10 @@ class ReplicaManager:
         metadata, or one asking during a reassignment, refreshes its metadata and goes to the leader)."""
         self.check_known(topic, partition)
         part = self._partitions.get((topic, partition))
+        if self.log_manager.is_offline(topic, partition):
+            # Its log directory failed (disk full, I/O error): Kafka answers KAFKA_STORAGE_ERROR until the
+            # partition is led elsewhere or the broker restarts with the directory back.
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{topic}-{partition} is in an offline log directory")
         if part is None:
             if (topic, partition) in self.follower_logs:
                 raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{partition} is led by another broker")
@@ -361,6 +393,8 @@ class ReplicaManager:
     def readable_log(self, tp: TopicPartition, follower_reads: bool) -> Log | None:
         """The log a fetch of ``tp`` reads: the led partition's, or with ``follower_reads`` (KIP-392 consumers)
         also a followed one's."""
+        if self.log_manager.is_offline(*tp):
+            return None  # its log directory failed: the read answers KAFKA_STORAGE_ERROR (partition_or_error)
         part = self._partitions.get(tp)
         if part is not None:
             return part.log
@@ -368,42 +402,84 @@ class ReplicaManager:
 
     async def become_leader(self, topic: str, partition: int, leader_epoch: int, replicas: Sequence[int],
                             isr: Sequence[int], *, zk_version: int = -1, controller_epoch: int = -1) -> Partition:
-        """Host the partition as its leader (creating its log if needed) or update its epoch and ISR.
+        """Host the partition as its leader (creating its log if needed) or update its epoch and ISR."""
+        parts = await self.become_leaders([LeaderState(topic, partition, leader_epoch, tuple(replicas), tuple(isr),
+                                                       zk_version, controller_epoch)])
+        if not parts:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"the log of {topic}-{partition} could not be opened")
+        return parts[0]
+
+    async def become_leaders(self, states: Sequence[LeaderState]) -> list[Partition]:
+        """Lead every partition of ``states``: create the missing logs, start each new leader epoch, update ISR
+        and replicas. Returns the partitions led (a log that could not be created is left out, logged).
 
         A new epoch starts in the leader-epoch cache at the log end now, as Kafka's makeLeader does: a follower
-        asking where its older epoch ended then learns it ended here, even before anything is appended.
+        asking where its older epoch ended then learns it ended here, even before anything is appended. Those
+        checkpoint writes (fsynced) and the logs' creation are what takes time when a thousand partitions arrive
+        at once; they run in one job on the append thread, spread over a few threads (storage's
+        ``get_or_create_logs``), instead of one thread hop and three fsyncs after another per partition.
         """
-        tp = (topic, partition)
-        self.follower_logs.pop(tp, None)
-        self.follower_epochs.pop(tp, None)
-        part = self._partitions.get(tp)
-        if part is not None:
-            if leader_epoch != part.leader_epoch:
-                lg_ = part.log
-                await self.run_append(lambda: lg_.leader_epoch_cache.assign(leader_epoch, lg_.log_end_offset))
-                now = wall_clock_ms()
-                part.last_caught_up_ms = {r: now for r in isr if r != self.broker_id}
-            part.leader_epoch = leader_epoch
-            part.replicas = list(replicas)
-            part.isr = list(isr)
-            part.zk_version = zk_version
-            part.controller_epoch = controller_epoch
+        new: list[LeaderState] = []
+        changed: list[tuple[Partition, LeaderState]] = []
+        for st in states:
+            tp = (st.topic, st.partition)
+            self.follower_logs.pop(tp, None)
+            self.follower_epochs.pop(tp, None)
+            part = self._partitions.get(tp)
+            if part is None:
+                new.append(st)
+            else:
+                changed.append((part, st))
+        epoch_moves = [(part.log, st.leader_epoch) for part, st in changed if st.leader_epoch != part.leader_epoch]
+        if epoch_moves:
+            await self.run_append(lambda: _in_parallel(
+                lambda job: job[0].leader_epoch_cache.assign(job[1], job[0].log_end_offset), epoch_moves))
+        out: list[Partition] = []
+        moved: list[TopicPartition] = []
+        now = wall_clock_ms()
+        for part, st in changed:
+            if st.leader_epoch != part.leader_epoch:
+                part.last_caught_up_ms = {r: now for r in st.isr if r != self.broker_id}
+            part.leader_epoch = st.leader_epoch
+            part.replicas = list(st.replicas)
+            part.isr = list(st.isr)
+            part.zk_version = st.zk_version
+            part.controller_epoch = st.controller_epoch
             if part.maybe_increment_high_watermark():
-                self.partitions_changed([tp])
-            return part
+                moved.append(part.tp)
+            out.append(part)
+        if moved:
+            self.partitions_changed(moved)
+        if not new:
+            return out
+        epochs = {(st.topic, st.partition): st.leader_epoch for st in new}
 
-        def open_log() -> Log:
-            lg_ = self.log_manager.get_or_create_log(topic, partition)
-            lg_.leader_epoch_cache.assign(leader_epoch, lg_.log_end_offset)
-            return lg_
+        def open_logs() -> list[Partition]:
+            fresh: set[TopicPartition] = set()
 
-        lg = await self.run_append(open_log)
-        part = Partition(topic, partition, lg, self.broker_id, leader_epoch, replicas, isr)
-        part.zk_version = zk_version
-        part.controller_epoch = controller_epoch
-        await self.run_append(part.maybe_increment_high_watermark)
-        self._partitions[tp] = part
-        return part
+            def start_epoch(lg: Log) -> None:
+                lg.leader_epoch_cache.assign(epochs[(lg.topic, lg.partition)], lg.log_end_offset)
+                fresh.add((lg.topic, lg.partition))
+
+            logs = self.log_manager.get_or_create_logs(list(epochs), prepare=start_epoch)
+            # Logs that existed already (this broker followed them) start the new epoch here.
+            _in_parallel(lambda tp: start_epoch(logs[tp]), [tp for tp in logs if tp not in fresh])
+            parts = []
+            for st in new:
+                lg = logs.get((st.topic, st.partition))
+                if lg is None:
+                    continue
+                part = Partition(st.topic, st.partition, lg, self.broker_id, st.leader_epoch, st.replicas, st.isr)
+                part.zk_version = st.zk_version
+                part.controller_epoch = st.controller_epoch
+                part.maybe_increment_high_watermark()
+                parts.append(part)
+            return parts
+
+        for part in await self.run_append(open_logs):
+            self._partitions[part.tp] = part
+            out.append(part)
+        return out
 
     async def become_follower(self, topic: str, partition: int) -> Log:
         """Stop leading the partition (if we did) and keep its log, created if needed, for the fetcher."""
@@ -415,6 +491,17 @@ class ReplicaManager:
             lg = await self.run_append(lambda: self.log_manager.get_or_create_log(topic, partition))
             self.follower_logs[tp] = lg
         return lg
+
+    async def open_follower_logs(self, tps: Sequence[TopicPartition]) -> None:
+        """Create the logs of partitions about to be followed in one job (see ``become_leaders``), so that
+        ``become_follower`` finds them; partitions this broker leads are left alone."""
+        missing = [tp for tp in tps if tp not in self.follower_logs and tp not in self._partitions]
+        if len(missing) < 2:
+            return
+        logs = await self.run_append(lambda: self.log_manager.get_or_create_logs(missing))
+        for tp, lg in logs.items():
+            if tp not in self._partitions:
+                self.follower_logs.setdefault(tp, lg)
 
     async def stop_replica(self, topic: str, partition: int, *, delete: bool) -> None:
         """Stop hosting the partition; with ``delete`` its log goes too (topic deletion)."""

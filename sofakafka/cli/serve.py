@@ -3,7 +3,9 @@
 ``sofakafka serve [server.properties] [--override key=value ...]``: Kafka's keys, an override winning over
 the file. A bad key or value stops start-up naming the key (exit 2), a start-up that fails for a clear cause
 (a data dir locked by another broker, a port in use) says why without a traceback (exit 1); SIGTERM and
-Ctrl-C shut the broker down cleanly (exit 0). The broker itself is assembled in sofakafka/broker/broker.py.
+Ctrl-C shut the broker down cleanly (exit 0); a broker whose every log directory went offline (a full disk, an
+I/O error) shuts down by itself, as Kafka halts, and exits 1. The broker itself is assembled in
+sofakafka/broker/broker.py.
 """
 
 from __future__ import annotations
@@ -92,7 +94,11 @@ async def _serve(config: object) -> int:
         where = ", ".join(b.connection_string() for b in broker.listeners)
         print(f"sofakafka broker {broker.broker_id} started, listening on {where}; "
               f"data in {', '.join(config.log_dirs)}", flush=True)
-        await stop
+        assert broker.failed is not None
+        await asyncio.wait([stop, broker.failed], return_when=asyncio.FIRST_COMPLETED)
     finally:
         await broker.shutdown()
+    if broker.failed is not None and broker.failed.done():
+        print(f"sofakafka: broker {broker.broker_id} stopped: {broker.failed.result()}", file=sys.stderr)
+        return EXIT_START_FAILED
     return 0

@@ -43,7 +43,7 @@ from sofakafka.controller.registration import (
     register_broker,
 )
 from sofakafka.controller.store import MetadataStore
-from sofakafka.controller.topics import TopicAdmin
+from sofakafka.controller.topics import DEFAULT_MAX_PARTITIONS_PER_TOPIC, TopicAdmin
 from sofakafka.controller.zk_data import BrokerEndpoint, BrokerRegistration
 
 log = logging.getLogger(__name__)
@@ -81,6 +81,7 @@ class ControllerNode:
         proposed_cluster_id: str | None = None,
         rng: random.Random | None = None,
         stale_registration_wait_s: float = 0.0,
+        max_partitions_per_topic: int = DEFAULT_MAX_PARTITIONS_PER_TOPIC,
     ) -> ControllerNode:
         """``proposed_cluster_id`` is the id in the log dirs' ``meta.properties``, if any: a fresh tree
         adopts it; otherwise the tree's id wins and the caller compares the two.
@@ -98,6 +99,7 @@ class ControllerNode:
             default_num_partitions=default_num_partitions,
             default_replication_factor=default_replication_factor,
             rng=rng,
+            max_partitions_per_topic=max_partitions_per_topic,
         )
         controller = KafkaController(
             store,

@@ -161,6 +161,10 @@ def _format_assignment(assignment: Mapping[int, Sequence[int]]) -> str:
     return ", ".join(f"{p} -> {list(r)}" for p, r in sorted(assignment.items()))
 
 
+#: Partitions a topic may have at most (``sofakafka.max.partitions.per.topic``).
+DEFAULT_MAX_PARTITIONS_PER_TOPIC = 200_000
+
+
 class TopicAdmin:
     """Admin writes for one broker's store session. Thread-safe: a lock orders this object's
     read-modify-write cycles, and conditional writes guard against other writers of the same tree."""
@@ -172,8 +176,13 @@ class TopicAdmin:
         default_num_partitions: int = 1,
         default_replication_factor: int = 1,
         rng: random.Random | None = None,
+        max_partitions_per_topic: int = DEFAULT_MAX_PARTITIONS_PER_TOPIC,
     ) -> None:
         self._store = store
+        #: ``sofakafka.max.partitions.per.topic``: Kafka has no such bound, and a CreateTopics asking for 2^31 - 1
+        #: partitions makes its controller build that many assignments until memory runs out (ours too,
+        #: before this limit: the protocol fuzzer found it).
+        self.max_partitions_per_topic = max_partitions_per_topic
         self.default_num_partitions = default_num_partitions
         self.default_replication_factor = default_replication_factor
         self._rng = rng
@@ -212,6 +221,12 @@ class TopicAdmin:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{topic}' does not exist.") from None
         return TopicAssignment.decode(topic, data), stat.version
 
+    def _check_partition_count(self, count: int) -> None:
+        if count > self.max_partitions_per_topic:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                             f"Number of partitions {count} is above sofakafka.max.partitions.per.topic "
+                             f"({self.max_partitions_per_topic}).")
+
     # --- CreateTopics
 
     def create_topic(self, new: NewTopic, validate_only: bool = False) -> CreatedTopic:
@@ -240,6 +255,7 @@ class TopicAdmin:
             assignment = {p: list(r) for p, r in explicit.items()}
         else:
             partitions = self.default_num_partitions if new.num_partitions == -1 else new.num_partitions
+            self._check_partition_count(partitions)
             rf = self.default_replication_factor if new.replication_factor == -1 else new.replication_factor
             assignment = assign_replicas_to_brokers(brokers, partitions, rf, rng=self._rng)
         self._validate_topic_create(topic, assignment, configs)
@@ -321,7 +337,11 @@ class TopicAdmin:
     def _create_partitions(
         self, topic: str, total_count: int, assignments: Sequence[Sequence[int]] | None, validate_only: bool
     ) -> dict[int, list[int]]:
-        if self._store.exists(zk_paths.delete_topic_path(topic)) is not None:
+        try:
+            marked = self._store.exists(zk_paths.delete_topic_path(topic)) is not None
+        except ValueError:
+            marked = False  # not even a valid path: no such topic, which the read below says
+        if marked:
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is queued for deletion.")
         existing, version = self._read_assignment(topic)
         if any(existing.adding_replicas.values()) or any(existing.removing_replicas.values()):
@@ -335,6 +355,7 @@ class TopicAdmin:
                 f"Unexpected existing replica assignment for topic '{topic}', partition id 0 is missing.",
             )
         old_count = len(current)
+        self._check_partition_count(total_count)
         if total_count < old_count:
             raise KafkaError(
                 ErrorCode.INVALID_PARTITIONS,

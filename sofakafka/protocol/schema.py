@@ -250,15 +250,17 @@ class Struct:
             cls._codecs[(version, flexible)] = codec
             return codec
 
-    def encode(self, version: int) -> bytes:
+    def encode(self, version: int, *, flexible: bool | None = None) -> bytes:
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, flexible=flexible)
         return bytes(out)
 
-    def encode_into(self, out: bytearray, version: int) -> None:
-        """Appends the encoding to ``out`` (saves a copy when the caller builds a frame)."""
+    def encode_into(self, out: bytearray, version: int, *, flexible: bool | None = None) -> None:
+        """Appends the encoding to ``out`` (saves a copy when the caller builds a frame). ``flexible`` overrides
+        the class's own rule: a nested struct is flexible when its message is (encoding one on its own to
+        splice into a message's array)."""
         self._check_version(version)
-        codec = self._codec(version, self.is_flexible(version))
+        codec = self._codec(version, self.is_flexible(version) if flexible is None else flexible)
         try:
             codec.encode(self, out)
         except (struct.error, TypeError, AttributeError, OverflowError) as e:

@@ -81,3 +81,10 @@ class LogDirError(StorageError):
     """A log directory that cannot be used (inconsistent meta.properties, unreadable, ...)."""
 
     default_code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+class KafkaStorageError(StorageError):
+    """A file operation of a log failed (disk full, I/O error): its log directory goes offline, as Kafka's
+    ``KafkaStorageException`` takes it, and clients see KAFKA_STORAGE_ERROR for its partitions."""
+
+    default_code = ErrorCode.KAFKA_STORAGE_ERROR

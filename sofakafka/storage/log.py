@@ -55,11 +55,13 @@ from sofakafka.storage.config import LogConfig
 from sofakafka.storage.errors import (
     CorruptIndexError,
     CorruptLogError,
+    KafkaStorageError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     StorageError,
     UnexpectedAppendOffsetError,
 )
+from sofakafka.storage.file_cache import DescriptorCache
 from sofakafka.storage.index import INT32_MAX
 from sofakafka.storage.leader_epoch import LeaderEpochFileCache
 from sofakafka.storage.producer_state import (
@@ -155,8 +157,12 @@ class Log:
         had_clean_shutdown: bool = True,
         time_ms: Callable[[], int] = wall_clock_ms,
         producer_id_expiration_ms: int = 604_800_000,
+        descriptor_cache: DescriptorCache | None = None,
     ) -> None:
         self.dir = Path(dir)
+        #: Where the segments' ``.log`` and ``.txnindex`` descriptors live (the log manager's, else the
+        #: process-wide default).
+        self.descriptor_cache = descriptor_cache
         self.topic, self.partition = parse_topic_partition(self.dir.name)
         self.config = config
         self._time_ms = time_ms
@@ -177,6 +183,12 @@ class Log:
         # Kafka's first producer-expiration check runs one interval after the log opens, not at once.
         self._last_producer_expiration_check_ms = self._last_flush_ms
         self._closed = False
+        #: The error that took this log's directory offline (every later write refuses with it); None: healthy.
+        self._failure: OSError | None = None
+        #: Told (from the thread that hit it) when a file operation of this log fails: the log manager's
+        #: log-dir failure channel, which takes the whole directory offline. Must not block or take locks:
+        #: it is called with this log's lock held.
+        self.io_error_handler: Callable[[Path, OSError], None] | None = None
         #: Wrapped around truncations by whoever runs a cleaner over this log (the log manager), so a pass is
         #: never rewriting segments that a truncation removes. None: nobody cleans this log.
         self.rewrite_guard: Callable[[Log], AbstractContextManager[object]] | None = None
@@ -330,6 +342,7 @@ class Log:
             now_ms=self._time_ms(),
             file_suffix=suffix,
             preallocate_size=self.config.segment_bytes if self.config.preallocate and active else 0,
+            descriptor_cache=self.descriptor_cache,
         )
         if active:
             seg.resize_indexes(self.config.max_index_size)
@@ -341,7 +354,7 @@ class Log:
 
     def _load(self, had_clean_shutdown: bool) -> None:
         swap_logs = self._remove_temp_files_and_collect_swaps()
-        self._load_segment_files()
+        self._load_segment_files(had_clean_shutdown)
         self._complete_swaps(swap_logs)
         if not self._bases:
             self._add_segment(self._new_segment(self._log_start_offset))
@@ -401,7 +414,7 @@ class Log:
                 path.unlink(missing_ok=True)  # a .cleaned -> .swap rename that never reached its log
         return swaps
 
-    def _load_segment_files(self) -> None:
+    def _load_segment_files(self, had_clean_shutdown: bool = True) -> None:
         segments: dict[int, LogSegment] = {}
         for path in sorted(self.dir.iterdir()):
             name = path.name
@@ -419,7 +432,10 @@ class Log:
             indexes_exist = (self.dir / (stem + INDEX_SUFFIX)).exists() and \
                 (self.dir / (stem + TIME_INDEX_SUFFIX)).exists()
             seg = self._new_segment(base, active=False)
-            needs_recovery = not indexes_exist
+            # Index files are created by their first entry, so after a clean shutdown a missing one is an empty
+            # index (a segment that never reached index.interval.bytes); the checks below still walk its
+            # batches. After a crash, as in Kafka, a missing index means the segment is rebuilt.
+            needs_recovery = not indexes_exist and not had_clean_shutdown
             if not needs_recovery:
                 try:
                     seg.sanity_check()
@@ -571,7 +587,7 @@ class Log:
         offsets and ``duplicate=True``. Producer-state violations raise KafkaError with their codes.
         """
         with self._lock:
-            if self._closed:
+            if self._closed or self._failure is not None:
                 self._check_open()
             base = self._log_end_offset
             now = self._time_ms()
@@ -663,6 +679,31 @@ class Log:
             )
 
     def _append(self, buf: bytes | bytearray | memoryview, headers: list[BatchHeader], now: int) -> None:
+        try:
+            self._append_batches(buf, headers, now)
+        except OSError as exc:
+            raise self._io_failed("append", exc) from exc
+
+    def _io_failed(self, operation: str, exc: OSError) -> KafkaStorageError:
+        """A file operation failed: the log refuses writes from now on and its directory is reported offline
+        (Kafka's LogDirFailureChannel). Nothing acknowledged is touched: an append writes its batches before
+        anything points at them, and a torn tail is cut by recovery at the next start."""
+        first = self._failure is None
+        if first:
+            self._failure = exc
+            log.error("%s: %s failed, taking log directory %s offline: %s", self.dir.name, operation,
+                      self.dir.parent, exc)
+        handler = self.io_error_handler
+        if first and handler is not None:
+            handler(self.dir.parent, exc)
+        return KafkaStorageError(f"{self.topic}-{self.partition}: {operation} failed: {exc.strerror or exc}")
+
+    @property
+    def failed(self) -> bool:
+        """A file operation of this log failed (its directory is offline); it takes no more writes."""
+        return self._failure is not None
+
+    def _append_batches(self, buf: bytes | bytearray | memoryview, headers: list[BatchHeader], now: int) -> None:
         first, last = headers[0], headers[-1]
         next_offset = last.last_offset + 1
         if last.last_offset - first.base_offset > INT32_MAX:
@@ -696,6 +737,13 @@ class Log:
         """
         with self._lock:
             self._check_open()
+            try:
+                return self._roll(expected_next_offset)
+            except OSError as exc:
+                raise self._io_failed("roll", exc) from exc
+
+    def _roll(self, expected_next_offset: int | None) -> LogSegment:
+        with self._lock:
             new_offset = max(expected_next_offset or 0, self._log_end_offset)
             old = self.active_segment
             if old.base_offset == new_offset:
@@ -904,10 +952,13 @@ class Log:
         if target_offset < 0:
             raise ValueError(f"cannot truncate to negative offset {target_offset}")
         guard = self.rewrite_guard
-        if guard is None:
-            return self._truncate_to(target_offset)
-        with guard(self):
-            return self._truncate_to(target_offset)
+        try:
+            if guard is None:
+                return self._truncate_to(target_offset)
+            with guard(self):
+                return self._truncate_to(target_offset)
+        except OSError as exc:
+            raise self._io_failed("truncation", exc) from exc
 
     def _truncate_to(self, target_offset: int) -> bool:
         with self._lock:
@@ -942,11 +993,14 @@ class Log:
         Inside ``rewrite_guard`` like ``truncate_to``, with the same rule for the caller.
         """
         guard = self.rewrite_guard
-        if guard is None:
-            self._truncate_fully_and_start_at(new_offset)
-            return
-        with guard(self):
-            self._truncate_fully_and_start_at(new_offset)
+        try:
+            if guard is None:
+                self._truncate_fully_and_start_at(new_offset)
+                return
+            with guard(self):
+                self._truncate_fully_and_start_at(new_offset)
+        except OSError as exc:
+            raise self._io_failed("truncation", exc) from exc
 
     def _truncate_fully_and_start_at(self, new_offset: int) -> None:
         with self._lock:
@@ -1007,8 +1061,14 @@ class Log:
             target = self._log_end_offset if offset is None else offset
             if target <= self._recovery_point:
                 return
-            for seg in self.log_segments(self._recovery_point, target):
-                seg.flush()
+            if self._failure is not None:
+                raise KafkaStorageError(f"{self.topic}-{self.partition}: log directory offline after "
+                                        f"{self._failure}")
+            try:
+                for seg in self.log_segments(self._recovery_point, target):
+                    seg.flush()
+            except OSError as exc:
+                raise self._io_failed("flush", exc) from exc
             self._recovery_point = target
             self._unflushed_messages = 0
             self._last_flush_ms = self._time_ms()
@@ -1030,6 +1090,8 @@ class Log:
             self.config = config
 
     def _check_open(self) -> None:
+        if self._failure is not None:
+            raise KafkaStorageError(f"{self.topic}-{self.partition}: log directory offline after {self._failure}")
         if self._closed:
             raise StorageError(f"log {self.dir} is closed")
 
@@ -1037,6 +1099,9 @@ class Log:
         """Clean shutdown of this log: fsync, producer snapshot, trimmed indexes, files closed."""
         with self._lock:
             if self._closed:
+                return
+            if self._failure is not None:  # its directory is offline: leave the files as the failure left them
+                self.close_handlers()
                 return
             self.flush()
             self.producer_state.update_map_end_offset(self._log_end_offset)

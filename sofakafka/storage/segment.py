@@ -1,7 +1,7 @@
 """One log segment: ``<base>.log`` with its ``.index``, ``.timeindex`` and ``.txnindex``.
 
 Batches are stored exactly as received (after the leader stamped offsets into them), so a fetch returns a
-region of the ``.log`` file that the network layer can ``sendfile`` without copying. The indexes are sparse:
+region of the ``.log`` file that is copied out as it is. The indexes are sparse:
 after at least ``index.interval.bytes`` of log since the previous entry, the next batch gets an offset-index
 entry (its last offset -> its position) and the time index records the largest timestamp seen so far. Recovery
 and append add entries by the same rule, so a rebuilt index equals the one written live.
@@ -10,6 +10,9 @@ Who calls: only the owning ``Log``, under its lock, for anything that writes (ap
 rename, delete). ``read``, ``translate_offset`` and ``find_offset_by_timestamp`` may run concurrently from
 reader threads: they only use ``pread`` on the ``.log`` and the indexes' own locks. Every method blocks on
 file I/O; ``recover`` reads and checksums the whole segment and ``flush`` fsyncs.
+
+Descriptors: the ``.log`` is opened through the broker's descriptor cache (closed when idle, reopened on use)
+and the indexes are mappings without descriptors, so a segment costs no descriptor while nobody uses it.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from sofakafka.protocol.records import (
     validate_batch,
 )
 from sofakafka.storage.errors import CorruptIndexError, InvalidOffsetError
+from sofakafka.storage.file_cache import DescriptorCache, default_descriptor_cache
 from sofakafka.storage.index import INT32_MAX, OffsetIndex, TimeIndex
 from sofakafka.storage.transaction_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
 
@@ -58,29 +62,52 @@ def segment_file(log_dir: Path, base_offset: int, suffix: str, extra: str = "") 
     return Path(log_dir) / f"{filename_prefix_from_offset(base_offset)}{suffix}{extra}"
 
 
+_clock_offset_ms = 0
+
+
 def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
+    """The broker's wall clock in milliseconds: the system's, moved by ``set_clock_offset_ms`` (tests only)."""
+    return time.time_ns() // 1_000_000 + _clock_offset_ms
+
+
+def set_clock_offset_ms(offset_ms: int) -> None:
+    """Skew this process's wall clock (``sofakafka.test.clock.offset.ms``: the chaos suite's clock nemesis runs
+    a broker ahead of or behind the others). Record timestamps, LogAppendTime, retention and rolls by time,
+    producer-id expiry and everything else reading ``wall_clock_ms`` see it; monotonic timers do not."""
+    global _clock_offset_ms
+    _clock_offset_ms = int(offset_ms)
 
 
 class FileRecords:
     """The segment's ``.log`` file: appended with ``pwrite``, read with ``pread``.
 
-    The descriptor stays open until ``close``: a segment scheduled for deletion is only renamed, so slices
-    handed to the network layer before then stay valid.
+    Its descriptor lives in the broker's ``DescriptorCache``: opened on first use, closed when the file has been
+    idle while ``log.max.open.segment.files`` others were used, reopened on the next use. The size is kept
+    here, so an append or read of an open file costs its system call and two short lock rounds, nothing more.
+    ``close`` is for good: a segment scheduled for deletion is only renamed, so slices handed out before then
+    stay readable until the delete delay has passed.
     """
 
-    def __init__(self, path: Path, preallocate_size: int = 0) -> None:
+    def __init__(self, path: Path, preallocate_size: int = 0, cache: DescriptorCache | None = None) -> None:
         self.path = Path(path)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        self._size = os.fstat(self._fd).st_size
+        self._file = (cache or default_descriptor_cache()).file(self.path)
         self._closed = False
-        if preallocate_size and self._size == 0:
-            # Preallocation reserves blocks without changing the visible size, so recovery still sees the end.
-            try:
-                os.posix_fallocate(self._fd, 0, preallocate_size)
-            except OSError:
-                pass
+        try:
+            self._size = os.stat(self.path).st_size
+        except FileNotFoundError:
+            self._size = -1
+        if self._size <= 0:
+            # A new (or empty) segment: create it and keep the descriptor, since it is the active segment and
+            # written next.
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             self._size = 0
+            if preallocate_size:
+                # Reserves the blocks up front; recovery cuts the zeros after the last batch after a crash.
+                try:
+                    os.posix_fallocate(fd, 0, preallocate_size)
+                except OSError:
+                    pass
+            self._file.adopt(fd)
 
     @property
     def size(self) -> int:
@@ -90,17 +117,27 @@ class FileRecords:
     def closed(self) -> bool:
         return self._closed
 
-    def fileno(self) -> int:
-        return self._fd
+    @property
+    def is_open(self) -> bool:
+        """Whether a descriptor is open right now (tests and benchmarks; it may be closed any time)."""
+        return self._file.is_open
 
     def append(self, data: bytes | bytearray | memoryview) -> int:
         position = self._size
         total = len(data)
-        written = os.pwrite(self._fd, data, position)
-        if written < total:  # short writes are rare (signals, full disks): only then slice
-            view = memoryview(data)
-            while written < total:
-                written += os.pwrite(self._fd, view[written:], position + written)
+        f = self._file
+        fd = f.acquire()
+        try:
+            written = os.pwrite(fd, data, position)
+            if written < total:  # short writes are rare (signals, full disks): only then slice
+                view = memoryview(data)
+                while written < total:
+                    n = os.pwrite(fd, view[written:], position + written)
+                    if n == 0:
+                        raise OSError(f"no progress writing {self.path}")
+                    written += n
+        finally:
+            f.release()
         self._size = position + written
         return written
 
@@ -110,38 +147,56 @@ class FileRecords:
         size = max(0, min(size, self._size - position))
         if size == 0:
             return b""
-        out = os.pread(self._fd, size, position)
-        while len(out) < size:
-            more = os.pread(self._fd, size - len(out), position + len(out))
-            if not more:
-                break
-            out += more
+        f = self._file
+        fd = f.acquire()
+        try:
+            out = os.pread(fd, size, position)
+            while len(out) < size:
+                more = os.pread(fd, size - len(out), position + len(out))
+                if not more:
+                    break
+                out += more
+        finally:
+            f.release()
         return out
 
     def truncate_to(self, size: int) -> int:
         if size < 0 or size > self._size:
             raise ValueError(f"cannot truncate {self.path} of size {self._size} to {size}")
         removed = self._size - size
-        os.ftruncate(self._fd, size)
+        fd = self._file.acquire()
+        try:
+            os.ftruncate(fd, size)
+        finally:
+            self._file.release()
         self._size = size
         return removed
 
     def trim(self) -> None:
         """Cut preallocated blocks past the data (no-op when the file was not preallocated)."""
-        if os.fstat(self._fd).st_size != self._size:
-            os.ftruncate(self._fd, self._size)
+        if os.stat(self.path).st_size != self._size:
+            fd = self._file.acquire()
+            try:
+                os.ftruncate(fd, self._size)
+            finally:
+                self._file.release()
 
     def flush(self) -> None:
-        os.fsync(self._fd)
+        """fsync, through a reopened descriptor if the cache closed the one that wrote (see ``file_cache``)."""
+        fd = self._file.acquire()
+        try:
+            os.fsync(fd)
+        finally:
+            self._file.release()
 
     def rename_to(self, new_path: Path) -> None:
-        os.replace(self.path, new_path)
+        self._file.rename_to(new_path)
         self.path = Path(new_path)
 
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            os.close(self._fd)
+            self._file.retire()
 
     def last_modified_ms(self) -> int:
         return os.stat(self.path).st_mtime_ns // 1_000_000
@@ -151,8 +206,8 @@ class FileRecords:
 class FileSlice:
     """A region of a segment's ``.log``: what a fetch returns.
 
-    The network layer may ``os.sendfile(sock, slice.fileno(), slice.position, slice.size)``; ``read_bytes``
-    copies it for everyone else. A slice may end in the middle of a batch (max bytes reached), as Kafka's
+    ``read_bytes`` copies it (the segment's descriptor may be closed and reopened meanwhile, so the slice names
+    the file, not a descriptor). A slice may end in the middle of a batch (max bytes reached), as Kafka's
     does; clients drop the partial tail. ``file`` is None for an empty result.
     """
 
@@ -163,11 +218,6 @@ class FileSlice:
     @property
     def path(self) -> Path | None:
         return None if self.file is None else self.file.path
-
-    def fileno(self) -> int:
-        if self.file is None:
-            raise ValueError("an empty slice has no file")
-        return self.file.fileno()
 
     def read_bytes(self) -> bytes:
         if self.file is None or self.size == 0:
@@ -260,16 +310,23 @@ class LogSegment:
         now_ms: int | None = None,
         file_suffix: str = "",
         preallocate_size: int = 0,
+        descriptor_cache: DescriptorCache | None = None,
     ) -> LogSegment:
-        """Open (creating if needed) the files of the segment at ``base_offset`` in ``log_dir``."""
+        """Open (creating if needed) the files of the segment at ``base_offset`` in ``log_dir``.
+
+        Nothing stays open but a new ``.log``'s descriptor (in ``descriptor_cache``, the process-wide one by
+        default) and, once used, the index mappings.
+        """
         log_dir = Path(log_dir)
         jitter = random.randint(0, segment_jitter_ms) if segment_jitter_ms > 0 else 0
         return cls(
-            FileRecords(segment_file(log_dir, base_offset, LOG_SUFFIX, file_suffix), preallocate_size),
+            FileRecords(segment_file(log_dir, base_offset, LOG_SUFFIX, file_suffix), preallocate_size,
+                        descriptor_cache),
             OffsetIndex(segment_file(log_dir, base_offset, INDEX_SUFFIX, file_suffix), base_offset, max_index_size),
             TimeIndex(segment_file(log_dir, base_offset, TIME_INDEX_SUFFIX, file_suffix), base_offset,
                       max_index_size),
-            TransactionIndex(base_offset, segment_file(log_dir, base_offset, TXN_INDEX_SUFFIX, file_suffix)),
+            TransactionIndex(base_offset, segment_file(log_dir, base_offset, TXN_INDEX_SUFFIX, file_suffix),
+                             descriptor_cache),
             base_offset,
             index_interval_bytes,
             jitter,
@@ -331,6 +388,10 @@ class LogSegment:
                     f"offset {last.last_offset} does not fit in segment {self.base_offset} (int32 relative offset)")
             if self._max_timestamp_so_far is None:
                 self._load_max_timestamp()
+            # Disk blocks for the index entries these batches may add, before anything is written: on a full
+            # disk the append then fails here, cleanly, instead of with a SIGBUS in a mapped write after it.
+            self.offset_index.reserve(len(headers))
+            self.time_index.reserve(len(headers))
             log = self.log
             start_position = log.size
             first, end = headers[0].position, last.end

@@ -11,7 +11,8 @@ big-endian, no header::
     int16 version (0) | int64 producer_id | int64 first_offset | int64 last_offset | int64 last_stable_offset
 
 Unlike the offset and time indexes this file is not preallocated or memory-mapped: it is tiny, append-only and
-read sequentially, and it is not even created until the first aborted transaction lands in the segment.
+read sequentially, and it is not even created until the first aborted transaction lands in the segment. Its
+descriptor lives in the broker's descriptor cache like the ``.log``'s (closed when idle, reopened on use).
 
 Threading: not thread-safe. The owning ``LogSegment`` (under its ``Log``'s lock) appends and truncates; readers
 call :meth:`collect_aborted` from fetch paths, which only reads whole entries with ``pread`` and so tolerates a
@@ -26,6 +27,8 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from sofakafka.storage.file_cache import CachedFile, DescriptorCache, default_descriptor_cache
 
 log = logging.getLogger(__name__)
 
@@ -77,14 +80,19 @@ class TxnIndexSearchResult:
 class TransactionIndex:
     """Append-only file of :class:`AbortedTxn` entries for the segment starting at ``start_offset``."""
 
-    def __init__(self, start_offset: int, path: Path) -> None:
+    def __init__(self, start_offset: int, path: Path, cache: DescriptorCache | None = None) -> None:
         self.start_offset = start_offset
         self._path = Path(path)
-        self._fd: int | None = None
+        self._file: CachedFile = (cache or default_descriptor_cache()).file(self._path)
+        self._exists = False  # the file exists (it is created by the first append)
         self._size = 0
         self._last_offset: int | None = None
-        if self._path.exists():
-            self._open()
+        try:
+            self._size = os.stat(self._path).st_size
+            self._exists = True
+        except FileNotFoundError:
+            pass
+        if self._exists:
             last = None
             for txn, _ in self._entries():
                 last = txn.last_offset
@@ -96,25 +104,31 @@ class TransactionIndex:
     def path(self) -> Path:
         return self._path
 
-    def _open(self) -> int:
-        if self._fd is None:
-            self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
-            self._size = os.fstat(self._fd).st_size
-        return self._fd
+    def _create(self) -> None:
+        if not self._exists:
+            fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+            self._size = os.fstat(fd).st_size
+            self._file.adopt(fd)
+            self._exists = True
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        """Release the descriptor (a later use opens the file again)."""
+        self._file.close()
 
     def flush(self) -> None:
         """fsync; the segment calls it on roll and on clean shutdown."""
-        if self._fd is not None:
-            os.fsync(self._fd)
+        if self._exists:
+            fd = self._file.acquire()
+            try:
+                os.fsync(fd)
+            finally:
+                self._file.release()
 
     def delete(self) -> bool:
         """Close and remove the file; False if there was none (the index had never been written)."""
         self.close()
+        self._exists = False
+        self._size = 0
         try:
             self._path.unlink()
         except FileNotFoundError:
@@ -122,26 +136,34 @@ class TransactionIndex:
         return True
 
     def rename_to(self, new_path: Path) -> None:
-        """Move the file (``.cleaned`` -> ``.swap`` -> live, or ``.deleted``); the open descriptor stays valid.
+        """Move the file (``.cleaned`` -> ``.swap`` -> live, or ``.deleted``); an open descriptor stays valid.
 
         Even when no file exists yet the index adopts the new name, so a later first append creates it there.
         """
         new_path = Path(new_path)
         try:
-            if self._path.exists():
-                os.replace(self._path, new_path)
+            self._file.rename_to(new_path)
         finally:
             self._path = new_path
+            self._file.follow(new_path)
 
     def update_parent_dir(self, parent: Path) -> None:
         """The partition directory was renamed (deletion, future-dir promotion): follow it."""
         self._path = Path(parent) / self._path.name
+        self._file.follow(self._path)
+
+    def _ftruncate(self, size: int) -> None:
+        fd = self._file.acquire()
+        try:
+            os.ftruncate(fd, size)
+        finally:
+            self._file.release()
+        self._size = size
 
     def reset(self) -> None:
         """Drop every entry; recovery rebuilds the index from the segment's markers."""
-        if self._fd is not None:
-            os.ftruncate(self._fd, 0)
-            self._size = 0
+        if self._exists:
+            self._ftruncate(0)
         self._last_offset = None
 
     # -- entries -------------------------------------------------------------------------------------------
@@ -153,9 +175,13 @@ class TransactionIndex:
                 f"aborted transactions must be appended with increasing last offsets: {txn.last_offset} is "
                 f"not above {self._last_offset} in {self._path}"
             )
-        fd = self._open()
+        self._create()
         data = txn.encode()
-        written = os.pwrite(fd, data, self._size)
+        fd = self._file.acquire()
+        try:
+            written = os.pwrite(fd, data, self._size)
+        finally:
+            self._file.release()
         if written != len(data):
             raise OSError(f"short write to {self._path}")
         self._size += len(data)
@@ -167,18 +193,21 @@ class TransactionIndex:
 
     @property
     def size_in_bytes(self) -> int:
-        return self._size if self._fd is not None else 0
+        return self._size if self._exists else 0
 
     def _entries(self) -> Iterator[tuple[AbortedTxn, int]]:
         """Whole entries with their byte position; a torn trailing entry (crash mid-append) is not one."""
-        if self._fd is None:
+        if not self._exists:
             return
-        fd = self._fd
         end = self._size - self._size % ENTRY_SIZE
         chunk = 1024 * ENTRY_SIZE
         position = 0
         while position < end:
-            data = os.pread(fd, min(chunk, end - position), position)
+            fd = self._file.acquire()
+            try:
+                data = os.pread(fd, min(chunk, end - position), position)
+            finally:
+                self._file.release()
             if not data:
                 return
             usable = len(data) - len(data) % ENTRY_SIZE
@@ -214,16 +243,13 @@ class TransactionIndex:
         new_last: int | None = None
         for txn, position in self._entries():
             if txn.last_offset >= offset:
-                assert self._fd is not None
-                os.ftruncate(self._fd, position)
-                self._size = position
+                self._ftruncate(position)
                 self._last_offset = new_last
                 return
             new_last = txn.last_offset
         # Also cut a torn trailing entry so the next append lands on an entry boundary.
-        if self._fd is not None and self._size % ENTRY_SIZE:
-            self._size -= self._size % ENTRY_SIZE
-            os.ftruncate(self._fd, self._size)
+        if self._exists and self._size % ENTRY_SIZE:
+            self._ftruncate(self._size - self._size % ENTRY_SIZE)
 
     def sanity_check(self) -> None:
         """Cheap consistency check run when a segment is opened after an unclean shutdown.
@@ -231,7 +257,7 @@ class TransactionIndex:
         An entry whose marker lies before the segment's base offset cannot belong here; neither can a file
         whose length is not a whole number of entries, nor markers that go backwards.
         """
-        if self._fd is None:
+        if not self._exists:
             return
         if self._size % ENTRY_SIZE:
             raise CorruptTransactionIndexError(

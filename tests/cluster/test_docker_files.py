@@ -41,7 +41,7 @@ def test_yaml_parses_to_the_document_the_launcher_builds() -> None:
 
 
 def test_docker_brokers_differ_from_loopback_brokers_only_in_addresses_and_paths() -> None:
-    where = {"listeners", "advertised.listeners", "zookeeper.connect", "log.dirs"}
+    where = {"listeners", "advertised.listeners", "zookeeper.connect", "log.dirs", "metrics.listener"}
     for broker_id in range(1, BROKERS + 1):
         docker = load_properties((DOCKER / f"broker-{broker_id}" / "server.properties").read_text())
         loopback = cl.broker_properties(broker_id, BROKERS, cl.loopback_address(broker_id, 29091),
@@ -72,7 +72,9 @@ def test_every_broker_config_loads_and_advertises_both_sides() -> None:
         # The host reaches EXTERNAL at localhost on a port published 1:1, unique per broker.
         assert advertised["EXTERNAL"].host == "localhost"
         port = advertised["EXTERNAL"].port
-        assert service["ports"] == [f"{port}:{port}"]
+        # ... and its /metrics (9308 in every container) on a host port of its own.
+        assert service["ports"] == [f"{port}:{port}", f"{cl.docker_metrics_host_port(broker_id)}:9308"]
+        assert config.get("metrics.listener") == "http://0.0.0.0:9308"
         assert bound["EXTERNAL"].port == port and bound["INTERNAL"].port == advertised["INTERNAL"].port
         # Containers bind every interface (loopback alone would refuse the other containers).
         assert bound["EXTERNAL"].host in ("", "0.0.0.0") and bound["INTERNAL"].host in ("", "0.0.0.0")

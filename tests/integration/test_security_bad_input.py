@@ -38,7 +38,8 @@ WAIT_S = 30.0
 @pytest.fixture(scope="module")
 def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
     with running_secure_broker(tmp_path_factory.mktemp("secure-bad"), {
-            "connections.max.reauth.ms": str(REAUTH_MS), "authorizer.class.name": ""}) as sb:
+            "connections.max.reauth.ms": str(REAUTH_MS), "authorizer.class.name": "",
+            "max.connections.per.ip.overrides": "127.0.0.3:2"}) as sb:
         yield sb
 
 
@@ -209,3 +210,33 @@ def test_acl_apis_without_an_authorizer_answer_security_disabled(sb: SecureBroke
             resource_type=2, resource_name="t", resource_pattern_type=3, principal="User:x", host="*",
             operation=3, permission_type=3)]), 1, 4)
         assert isinstance(created, CreateAclsResponse) and [r.error_code for r in created.results] == [54]
+
+
+def test_unfinished_tls_handshakes_count_against_the_address_limit_and_are_given_back(sb: SecureBroker) -> None:
+    """127.0.0.3 may hold 2 connections: two TLS handshakes left unfinished hold both (the second, at one below
+    the limit, is accepted), a third is refused at once; when the login timeout ends the two, their slots come
+    back and a real TLS client from that address is served."""
+    mark = len(sb.broker.log_text())
+    pending = []
+    for _ in range(3):
+        s = socket.socket()
+        s.bind(("127.0.0.3", 0))
+        s.settimeout(WAIT_S)
+        s.connect(("127.0.0.1", sb.ports["SSL"]))
+        pending.append(s)
+    try:
+        wait_for_log(sb, mark, "rejected connection from 127.0.0.3 on SSL: the address already has the configured "
+                               "maximum of 2 connections (max.connections.per.ip.overrides)")
+        assert sb.broker.log_text()[mark:].count("rejected connection from 127.0.0.3") == 1
+        for s in pending[:2]:  # closed by the 3 s login timeout, counted out
+            assert closed_by_peer(s)
+        wait_for_log(sb, mark, "TLS handshake failed: not complete after 3000 ms")
+        raw = socket.socket()
+        raw.bind(("127.0.0.3", 0))
+        raw.settimeout(WAIT_S)
+        raw.connect(("127.0.0.1", sb.ports["SSL"]))
+        with ssl.create_default_context(cafile=sb.pki.ca).wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            assert call(tls, ApiVersionsRequest(), 0).error_code == 0
+    finally:
+        for s in pending:
+            s.close()

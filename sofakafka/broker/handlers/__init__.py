@@ -38,6 +38,9 @@ class RawResponse:
     """A response body already encoded, as chunks written in order after the response header."""
 
     chunks: Sequence[bytes | bytearray | memoryview]
+    #: Where the body's int32 ``throttle_time_ms`` sits in ``chunks[0]`` (a bytearray then), for the connection to
+    #: raise it when a client quota throttles the request after the handler; None when the body has none there.
+    throttle_time_at: int | None = None
 
     @property
     def size(self) -> int:

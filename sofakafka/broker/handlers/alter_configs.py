@@ -26,7 +26,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 
-from sofakafka.broker.config import CONFIG_KEYS, ConfigError, ConfigType, DynamicUpdateMode, parse_value
+from sofakafka.broker.config import (
+    CONFIG_KEYS,
+    LISTENER_MAX_CONNECTIONS_RE,
+    ConfigError,
+    ConfigType,
+    DynamicUpdateMode,
+    parse_connection_overrides,
+    parse_max_connections,
+    parse_value,
+)
 from sofakafka.broker.handlers import RequestContext, handles
 from sofakafka.broker.handlers import _authz as authz
 from sofakafka.broker.handlers._group_configs import RESOURCE_GROUP, apply_group_configs
@@ -94,6 +103,13 @@ def validate_broker_configs(broker_id: int | None, configs: Mapping[str, str]) -
                                              f"must be specified: {', '.join(per_broker)}")
     for key_name, value in known.items():
         parse_value(CONFIG_KEYS[key_name], value)
+    if "max.connections.per.ip.overrides" in known:
+        parse_connection_overrides("max.connections.per.ip.overrides", known["max.connections.per.ip.overrides"])
+    for key_name, value in configs.items():
+        # A listener's own max.connections (listener.name.<listener>.max.connections), validated as the key it
+        # prefixes; Kafka lets it be set cluster-wide or per broker.
+        if LISTENER_MAX_CONNECTIONS_RE.fullmatch(key_name):
+            parse_max_connections(key_name, value)
     if broker_id is None:
         validate_ldc_configs(configs)
 

@@ -29,7 +29,14 @@ from sofakafka.protocol.messages.create_partitions import CreatePartitionsReques
 Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
-@handles(ApiKey.CREATE_PARTITIONS, 0, 2)
+def create_partitions_error_response(request: CreatePartitionsRequest, _version: int, code: int) -> CreatePartitionsResponse:
+    """Every topic answered ``code``: a failure of the whole request still gets an answer, not a closed
+    connection (the response has no top-level error code)."""
+    names = dict.fromkeys(t.name for t in request.topics)
+    return CreatePartitionsResponse(results=[Result(name=n, error_code=code, error_message=None) for n in names])
+
+
+@handles(ApiKey.CREATE_PARTITIONS, 0, 2, error_response=create_partitions_error_response)
 async def handle_create_partitions(ctx: RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
     counts = Counter(t.name for t in request.topics)
     if not is_controller(ctx):

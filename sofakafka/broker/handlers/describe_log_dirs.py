@@ -5,7 +5,8 @@ size in bytes (all segments) and offset lag. For a current replica Kafka reports
 end is behind the high watermark, never negative, which is 0 on a leader; future replicas (a move between
 dirs, KIP-113) do not exist here, so ``is_future_key`` is always false. ``topics`` null asks about every
 partition; otherwise only the named partitions are listed (unknown ones are left out, as in Kafka). A dir
-with no partitions is still listed, so a client can see every dir.
+with no partitions is still listed, so a client can see every dir. A dir that went offline (a full disk, an
+I/O error: storage/log_manager.py) is listed with KAFKA_STORAGE_ERROR and no partitions, as Kafka lists it.
 
 Version notes: v1 only changes throttling semantics, v2 is flexible.
 
@@ -41,7 +42,9 @@ def _describe(lm: LogManager, wanted: set[tuple[str, int]] | None) -> list[Resul
             offset_lag=max(log.high_watermark - log.log_end_offset, 0),
             is_future_key=False,
         ))
+    offline = lm.offline_log_dirs
     return [
+        Result(error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=str(d), topics=[]) if d in offline else
         Result(error_code=ErrorCode.NONE, log_dir=str(d), topics=[
             TopicResult(name=t, partitions=sorted(ps, key=lambda p: p.partition_index))
             for t, ps in sorted(topics.items())

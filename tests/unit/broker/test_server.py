@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import struct
 import time
@@ -243,6 +244,38 @@ def test_connections_over_max_connections_per_ip_are_refused(tmp_path: Path) -> 
             time.sleep(0.05)
         else:
             raise AssertionError("a freed slot was never reused")
+
+
+def test_a_lowered_max_connections_closes_exactly_the_least_recently_active_even_within_one_millisecond(
+        tmp_path: Path) -> None:
+    """uvloop's clock is cached per loop iteration at millisecond resolution, so connections made active one after
+    the other on loopback often share a loop time; the least recently active one must still be the one closed (it
+    was picked at random among the tied ones, and test_connection_limits.py's dynamic-limits test failed now and
+    then). Many rounds, each three connections active in order, then max.connections lowered under them."""
+    with running_broker(tmp_path) as b:
+        assert b.broker is not None and b.loop is not None
+        server, loop = b.broker.server, b.loop
+
+        def reconfigure(dynamic: dict[str, str]) -> None:
+            asyncio.run_coroutine_threadsafe(server.reconfigure(dynamic), loop).result(30)
+
+        for round_ in range(30):
+            deadline = time.monotonic() + 30
+            while server.connections and time.monotonic() < deadline:  # the previous round's closes are noticed
+                time.sleep(0.01)
+            assert not server.connections
+            clients = [Client(b.port) for _ in range(3)]
+            try:
+                for c in clients:  # activity in order: clients[0] is the least recently active
+                    assert c.call(ApiVersionsRequest(), 0).error_code == ErrorCode.NONE
+                reconfigure({"max.connections": "2"})
+                assert clients[0].closed_by_peer(), f"round {round_}"
+                for c in clients[1:]:
+                    assert c.call(ApiVersionsRequest(), 0).error_code == ErrorCode.NONE, f"round {round_}"
+                reconfigure({})
+            finally:
+                for c in clients:
+                    c.close()
 
 
 def test_metadata_creates_the_offsets_topic_with_its_own_settings(tmp_path: Path) -> None:

@@ -118,6 +118,27 @@ def test_bad_counts_get_kafkas_codes(node: ControllerNode, partitions: int, rf: 
     assert not node.admin.topic_exists("counts")
 
 
+@pytest.mark.parametrize(("partitions", "refused"), [(9, False), (10, False), (11, True), (2**31 - 1, True)])
+def test_partition_counts_above_the_limit_are_invalid_partitions(node: ControllerNode, partitions: int,
+                                                                  refused: bool) -> None:
+    """sofakafka.max.partitions.per.topic, at its edge: Kafka would try to assign 2^31 - 1 partitions."""
+    node.admin.max_partitions_per_topic = 10
+    try:
+        if refused:
+            err = error_of(node.admin.create_topic, NewTopic("many", partitions, 1), True)
+            assert err.code == ErrorCode.INVALID_PARTITIONS and "sofakafka.max.partitions.per.topic" in err.message
+        else:
+            assert node.admin.create_topic(NewTopic("many", partitions, 1), True).num_partitions == partitions
+        node.admin.create_topic(NewTopic("grown", 1, 1))
+        if refused:
+            err = error_of(node.admin.create_partitions, "grown", partitions, None, True)
+            assert err.code == ErrorCode.INVALID_PARTITIONS
+        else:
+            assert len(node.admin.create_partitions("grown", partitions, None, True)) == partitions - 1
+    finally:
+        node.admin.max_partitions_per_topic = 200_000
+
+
 def test_placement_errors_come_before_name_errors_as_in_kafka(node: ControllerNode) -> None:
     err = error_of(node.admin.create_topic, NewTopic("bad name", 1, 3))
     assert err.code == ErrorCode.INVALID_REPLICATION_FACTOR
@@ -418,6 +439,13 @@ def test_a_thousand_partition_topic_gets_every_leader(node: ControllerNode) -> N
     assert sorted(node.cache.snapshot().topics["wide"].partitions) == list(range(1000))
     node.admin.delete_topic("wide")
     assert node.cache.wait_until(lambda s: "wide" not in s.topics and "wide" not in s.deleting, SETTLE_TIMEOUT)
+
+
+@pytest.mark.parametrize("name", [".", "..", "", "a/b", "bad name"])
+def test_growing_a_topic_whose_name_is_not_even_a_path_is_unknown_topic(node: ControllerNode, name: str) -> None:
+    """Found by the protocol fuzzer: the deletion-marker lookup raised the store's path error, which the broker
+    answered by closing the connection."""
+    assert error_of(node.admin.create_partitions, name, 3).code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
 def test_a_topic_config_written_as_the_topic_is_deleted_does_not_outlive_it(node: ControllerNode) -> None:

@@ -170,3 +170,35 @@ def test_sanity_check_rejects_torn_and_disordered_index_files(tmp_path: Path) ->
     with pytest.raises(CorruptIndexError):
         t.sanity_check()
     t.close()
+
+
+@given(st.integers(0, 200), st.booleans(), st.integers(0, 4))
+def test_a_crashed_preallocated_index_counts_exactly_the_entries_written(written: int, first_is_zero: bool,
+                                                                         spare: int) -> None:
+    """The count comes from a binary search for the first all-zero slot past slot 0 (module doc), and agrees
+    with the entries written whatever their number, including none, all of the slots, and a first entry of
+    offset 0 at position 0 (all zeros) -- which is not counted only when nothing follows it."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "00000000000000000000.index"
+        slots = written + spare
+        idx = OffsetIndex(path, 0, max(8, slots * 8))
+        idx.resize(max(8, slots * 8))
+        for i in range(written):
+            idx.append(i * 3 if first_is_zero else i * 3 + 1, i * 100)
+        idx.close_handler()  # a crash: the file keeps its preallocated length
+        again = OffsetIndex(path, 0, max(8, slots * 8))
+        expected = 0 if written == 1 and first_is_zero else written
+        assert again.entries == expected
+        if expected:
+            assert again.last_offset == (written - 1) * 3 + (0 if first_is_zero else 1)
+        again.close_handler()
+        t_path = Path(tmp) / "00000000000000000000.timeindex"
+        t = TimeIndex(t_path, 0, max(12, (slots + 1) * 12))
+        t.resize(max(12, (slots + 1) * 12))
+        for i in range(written):
+            t.maybe_append(i * 5 if first_is_zero else 1_700_000_000_000 + i, i)
+        t.close_handler()
+        t_again = TimeIndex(t_path, 0, max(12, (slots + 1) * 12))
+        assert t_again.entries == expected
+        t_again.close_handler()
