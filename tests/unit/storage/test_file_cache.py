@@ -27,8 +27,19 @@ from sofakafka.storage.segment import FileRecords
 from .storage_helpers import FakeClock, make_batch
 
 
-def open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+def open_fds(under: Path) -> int:
+    """Descriptors of this process open on files below ``under`` (the test's own directory): counting every
+    descriptor of the process would count sockets and files of other tests' threads still running in the same
+    pytest process (a client's background thread, a logging handler), which come and go at any moment."""
+    prefix = str(under.resolve()) + os.sep
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # closed between the listing and the look
+            continue
+        count += target.startswith(prefix)
+    return count
 
 
 def make_files(tmp_path: Path, cache: DescriptorCache, n: int) -> list[FileRecords]:
@@ -45,10 +56,10 @@ def make_files(tmp_path: Path, cache: DescriptorCache, n: int) -> list[FileRecor
 def test_open_descriptors_never_exceed_capacity(tmp_path: Path, used: int) -> None:
     cache = DescriptorCache(3)
     files = make_files(tmp_path, cache, used)
-    before = open_fds()
+    before = open_fds(tmp_path)
     for f in files:
         assert f.read(0, 10).startswith(b"x")
-    assert open_fds() - before == min(used, 3)  # files are opened on first use, not when the segment loads
+    assert open_fds(tmp_path) - before == min(used, 3)  # files are opened on first use, not when the segment loads
     assert cache.open_count == min(used, 3)
     assert cache.evictions == max(0, used - 3)
     # The first-used file is the one closed when a fourth is used: the least recently used goes.
@@ -57,7 +68,7 @@ def test_open_descriptors_never_exceed_capacity(tmp_path: Path, used: int) -> No
     for f in files:
         f.close()
     assert cache.open_count == 0
-    assert open_fds() == before
+    assert open_fds(tmp_path) == before
 
 
 def test_least_recently_used_is_closed_first(tmp_path: Path) -> None:
@@ -173,7 +184,7 @@ def test_concurrent_readers_always_read_their_own_file(tmp_path: Path) -> None:
 
 # -- indexes hold no descriptor --------------------------------------------------------------------------------
 def test_indexes_are_mapped_without_a_descriptor(tmp_path: Path) -> None:
-    before = open_fds()
+    before = open_fds(tmp_path)
     indexes = []
     for i in range(20):
         oi = OffsetIndex(tmp_path / f"{i:020d}.index", i * 1000, 4096)
@@ -184,7 +195,7 @@ def test_indexes_are_mapped_without_a_descriptor(tmp_path: Path) -> None:
             oi.append(i * 1000 + n * 10, n * 100)
             ti.maybe_append(5000 + n, i * 1000 + n * 10)
         indexes.append((oi, ti))
-    assert open_fds() == before
+    assert open_fds(tmp_path) == before
     for oi, ti in indexes:
         assert oi.lookup(oi.base_offset + 55).position == 500
         oi.truncate_to(oi.base_offset + 50)  # truncation and trimming reopen the file only briefly
@@ -192,20 +203,20 @@ def test_indexes_are_mapped_without_a_descriptor(tmp_path: Path) -> None:
         ti.trim_to_valid_size()
         assert oi.entries == 5 and oi.path.stat().st_size == 40
         assert ti.entries == 10 and ti.path.stat().st_size == 120
-    assert open_fds() == before
+    assert open_fds(tmp_path) == before
     for oi, ti in indexes:
         oi.close()
         ti.close()
-    assert open_fds() == before
+    assert open_fds(tmp_path) == before
 
 
 # -- whole logs: descriptors bounded whatever the partitions and segments ---------------------------------------
 def test_many_partitions_and_segments_use_at_most_the_cache_capacity(tmp_path: Path) -> None:
-    base = open_fds()
+    base = open_fds(tmp_path)
     manager = LogManager([tmp_path / "logs"], max_open_segment_files=8,
                          default_config=LogConfig.from_props({"segment.bytes": 2000, "segment.index.bytes": 4096}))
     manager.startup()
-    before = open_fds()
+    before = open_fds(tmp_path)
     written: dict[int, list[bytes]] = {}
     for p in range(60):
         lg = manager.get_or_create_log("t", p)
@@ -214,25 +225,25 @@ def test_many_partitions_and_segments_use_at_most_the_cache_capacity(tmp_path: P
             buf = make_batch(5, value_size=100, key_prefix=b"p%d-%d-" % (p, i))
             lg.append_as_leader(buf, 0)
             written[p].append(bytes(buf))
-        assert open_fds() - before <= 8
+        assert open_fds(tmp_path) - before <= 8
     assert sum(lg.number_of_segments for lg in manager.all_logs) > 120
     for p in range(60):
         lg = manager.get_log("t", p)
         assert lg is not None
         got = b"".join(lg.iter_batches_bytes())
         assert got == b"".join(written[p])
-    assert open_fds() - before <= 8
+    assert open_fds(tmp_path) - before <= 8
     manager.shutdown()
-    assert open_fds() == base
+    assert open_fds(tmp_path) == base
 
     again = LogManager([tmp_path / "logs"], max_open_segment_files=8)
     again.startup()  # loading checks every segment: through the cache too
-    assert open_fds() - base <= 8 + 1  # and the log dir's lock
+    assert open_fds(tmp_path) - base <= 8 + 1  # and the log dir's lock
     for p in range(60):
         lg = again.get_log("t", p)
         assert lg is not None and b"".join(lg.iter_batches_bytes()) == b"".join(written[p])
     again.shutdown()
-    assert open_fds() == base
+    assert open_fds(tmp_path) == base
 
 
 # -- any sequence of operations on files sharing a tiny cache reads back what was written ------------------------
