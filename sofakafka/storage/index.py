@@ -77,6 +77,7 @@ class _MappedIndex(ABC, Generic[_E]):
         # The file is created by the first entry written (Kafka's LazyIndex): a new partition costs one file
         # (its .log), not three, and until then the index reads as empty.
         self._exists = self.path.exists()
+        self._deleted = False
 
     # -- mapping management -------------------------------------------------------------------------------
     def _ensure_open(self) -> None:
@@ -254,6 +255,12 @@ class _MappedIndex(ABC, Generic[_E]):
             if self._loaded:
                 self._resize_locked(self._entries * self.ENTRY_SIZE)
             self._close_handles()
+            if not self._exists and not self._deleted:
+                # An index never written is created only now, empty: a cleanly closed log dir has every
+                # segment's index files, as Kafka's clean shutdown leaves them (Kafka itself, started on such a
+                # dir, would otherwise recover the segment and rebuild its index).
+                self.path.touch()
+                self._exists = True
 
     def _close_handles(self) -> None:
         self._unmap()
@@ -275,6 +282,7 @@ class _MappedIndex(ABC, Generic[_E]):
             self._close_handles()
             self.path.unlink(missing_ok=True)
             self._exists = False
+            self._deleted = True
 
     def reset(self) -> None:
         """Drop every entry (before a rebuild from the log), even from a file too damaged to open."""

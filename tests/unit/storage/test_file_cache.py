@@ -426,3 +426,18 @@ class LogsSharingATinyCacheMachine(RuleBasedStateMachine):
 
 TestLogsSharingATinyCache = LogsSharingATinyCacheMachine.TestCase
 TestLogsSharingATinyCache.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)
+
+
+def test_an_index_never_written_is_created_empty_when_closed_but_not_after_a_delete(tmp_path: Path) -> None:
+    """A clean close leaves every segment's index files, as Kafka's clean shutdown does (Kafka, started on
+    the dir, recovers a segment whose index is missing); a deleted index stays deleted."""
+    oi = OffsetIndex(tmp_path / "0.index", 0, 4096)
+    ti = TimeIndex(tmp_path / "0.timeindex", 0, 4096)
+    assert not oi.path.exists() and not ti.path.exists()  # nothing written: no file yet
+    oi.close()
+    ti.close()
+    assert oi.path.stat().st_size == 0 and ti.path.stat().st_size == 0
+    gone = OffsetIndex(tmp_path / "1.index", 1, 4096)
+    gone.delete()
+    gone.close()
+    assert not gone.path.exists()
