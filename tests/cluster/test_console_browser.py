@@ -39,6 +39,7 @@ selenium = pytest.importorskip("selenium")
 from selenium import webdriver  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
 from selenium.webdriver.support.ui import Select  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -163,13 +164,23 @@ class Page:
         self.d.save_screenshot(str(SHOTS / f"{name}.png"))
         self.d.set_window_size(1280, 1000)
 
+    def _wait_for(self, css: str) -> list[WebElement]:
+        """The elements once the page shows at least one: a click that submits a form returns before the
+        browser has loaded the answer, so looking at once can see the page being left (bounded by WAIT_S)."""
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            found = self.d.find_elements(By.CSS_SELECTOR, css)
+            if found or time.monotonic() > deadline:
+                return found
+            time.sleep(0.1)
+
     def error(self) -> str:
-        found = self.d.find_elements(By.CSS_SELECTOR, ".error")
+        found = self._wait_for(".error")
         assert found, f"no error message on {self.d.current_url}:\n{self.text()}"
         return str(found[0].text)
 
     def flash(self) -> str:
-        found = self.d.find_elements(By.CSS_SELECTOR, ".flash")
+        found = self._wait_for(".flash")
         assert found, f"no confirmation on {self.d.current_url}:\n{self.text()}"
         return str(found[0].text)
 
