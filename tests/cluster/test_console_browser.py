@@ -40,7 +40,9 @@ from selenium import webdriver  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
+from selenium.webdriver.support import expected_conditions  # noqa: E402
 from selenium.webdriver.support.ui import Select  # noqa: E402
+from selenium.webdriver.support.wait import WebDriverWait  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -147,7 +149,15 @@ class Page:
         element.send_keys(value)
 
     def click(self, css: str) -> None:
-        self.d.find_element(By.CSS_SELECTOR, css).click()
+        """Click; a click that submits a form or follows a link returns before the browser has left the page,
+        so wait (bounded by WAIT_S) until the page it was on is gone before anything looks at the answer."""
+        element = self.d.find_element(By.CSS_SELECTOR, css)
+        navigates = element.get_attribute("type") == "submit" or (
+            element.tag_name == "a" and bool(element.get_attribute("href")))
+        before = self.d.find_element(By.TAG_NAME, "html")
+        element.click()
+        if navigates:
+            WebDriverWait(self.d, WAIT_S).until(expected_conditions.staleness_of(before))
         self.check_no_traceback()
 
     def rows(self, css: str) -> list[list[str]]:
