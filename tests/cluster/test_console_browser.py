@@ -37,6 +37,7 @@ from tests.integration.conftest import free_port
 
 selenium = pytest.importorskip("selenium")
 from selenium import webdriver  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
@@ -148,10 +149,11 @@ class Page:
         element.clear()
         element.send_keys(value)
 
-    def click(self, css: str) -> None:
-        """Click; a click that submits a form or follows a link returns before the browser has left the page,
-        so wait (bounded by WAIT_S) until the page it was on is gone before anything looks at the answer."""
-        element = self.d.find_element(By.CSS_SELECTOR, css)
+    def click(self, target: str | WebElement) -> None:
+        """Click an element (a CSS selector or one already found); a click that submits a form or follows a
+        link returns before the browser has left the page, so wait (bounded by WAIT_S) until the page it was
+        on is gone before anything looks at the answer: the old page may still show an earlier answer."""
+        element = self.d.find_element(By.CSS_SELECTOR, target) if isinstance(target, str) else target
         navigates = element.get_attribute("type") == "submit" or (
             element.tag_name == "a" and bool(element.get_attribute("href")))
         before = self.d.find_element(By.TAG_NAME, "html")
@@ -174,25 +176,31 @@ class Page:
         self.d.save_screenshot(str(SHOTS / f"{name}.png"))
         self.d.set_window_size(1280, 1000)
 
-    def _wait_for(self, css: str) -> list[WebElement]:
-        """The elements once the page shows at least one: a click that submits a form returns before the
-        browser has loaded the answer, so looking at once can see the page being left (bounded by WAIT_S)."""
+    def _first_text(self, css: str) -> str | None:
+        """The text of the first element the page shows for css, once it shows one (bounded by WAIT_S): a
+        click that submits a form returns before the browser has loaded the answer, so looking at once can
+        see nothing yet, or an element of the page being left that is gone by the time its text is read."""
         deadline = time.monotonic() + WAIT_S
         while True:
-            found = self.d.find_elements(By.CSS_SELECTOR, css)
-            if found or time.monotonic() > deadline:
-                return found
+            try:
+                found = self.d.find_elements(By.CSS_SELECTOR, css)
+                if found:
+                    return str(found[0].text)
+            except StaleElementReferenceException:
+                pass
+            if time.monotonic() > deadline:
+                return None
             time.sleep(0.1)
 
     def error(self) -> str:
-        found = self._wait_for(".error")
-        assert found, f"no error message on {self.d.current_url}:\n{self.text()}"
-        return str(found[0].text)
+        text = self._first_text(".error")
+        assert text is not None, f"no error message on {self.d.current_url}:\n{self.text()}"
+        return text
 
     def flash(self) -> str:
-        found = self._wait_for(".flash")
-        assert found, f"no confirmation on {self.d.current_url}:\n{self.text()}"
-        return str(found[0].text)
+        text = self._first_text(".flash")
+        assert text is not None, f"no confirmation on {self.d.current_url}:\n{self.text()}"
+        return text
 
 
 @pytest.fixture(scope="module")

@@ -241,7 +241,7 @@ def test_users_page_lists_adds_and_deletes_scram_users(page: Page, secured: Secu
     assert "reader" in {r[0] for r in page.rows("#users")}
     page.shot("users")
     _login(secured, "reader", "reader-secret")
-    page.d.find_element(By.CSS_SELECTOR, "tr[data-user=reader] button.delete-user").click()
+    page.click("tr[data-user=reader] button.delete-user")
     assert page.flash() == "Deleted user reader (SCRAM-SHA-256)."
     assert "reader" not in {r[0] for r in page.rows("#users")}
 
@@ -279,7 +279,7 @@ def test_acls_page_lists_adds_and_deletes_acls(page: Page, secured: SecureBroker
     page.shot("acls")
     listed = secured.sofakafka("acls", "list", "--topic", VISIBLE).stdout
     assert "principal=User:reader" in listed and "operation=READ" in listed, listed
-    page.d.find_element(By.XPATH, "//table[@id='acls']//tr[td[1]='User:reader']//button").click()
+    page.click(page.d.find_element(By.XPATH, "//table[@id='acls']//tr[td[1]='User:reader']//button"))
     assert page.flash() == f"Deleted ACL: ALLOW User:reader READ from * on TOPIC LITERAL {VISIBLE}."
     assert "User:reader" not in {r[0] for r in page.rows("#acls")}
     assert "User:reader" not in secured.sofakafka("acls", "list", "--topic", VISIBLE).stdout
