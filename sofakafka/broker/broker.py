@@ -719,12 +719,13 @@ class Broker:
             if self._replica_manager is not None:
                 lg = self.log_manager.get_log(tp.topic, tp.partition)
                 cleaner = self._cleaner
-                if cleaner is not None and lg is not None:
+                key = lg.dir if lg is not None else None  # a move between log dirs may rename it meanwhile
+                if cleaner is not None and key is not None:
                     # A cleaner pass must not be rewriting segments while their directory goes away.
-                    await self.run_blocking(functools.partial(cleaner.abort_and_pause_cleaning, lg.dir))
+                    await self.run_blocking(functools.partial(cleaner.abort_and_pause_cleaning, key))
                 await self._replica_manager.stop_replica(tp.topic, tp.partition, delete=True)
-                if cleaner is not None and lg is not None:
-                    cleaner.resume_cleaning(lg.dir)
+                if cleaner is not None and key is not None:
+                    cleaner.resume_cleaning(key)
             return ErrorCode.NONE
         except Exception:
             log.exception("deleting replica %s-%d failed", tp.topic, tp.partition)

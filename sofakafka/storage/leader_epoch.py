@@ -127,6 +127,14 @@ class LeaderEpochFileCache:
             self._epochs = [EpochEntry(before[-1].epoch, start_offset), *after]
             self._flush()
 
+    def move_checkpoint(self, checkpoint: LeaderEpochCheckpointFile, *, write: bool = False) -> None:
+        """Keep the entries in ``checkpoint`` from now on (the log's directory was renamed or replaced); with
+        ``write`` they are written there at once."""
+        with self._lock:
+            self._checkpoint = checkpoint
+            if write:
+                self._flush()
+
     def clear_and_flush(self) -> None:
         with self._lock:
             self._epochs = []
