@@ -179,7 +179,8 @@ class LogManager:
         self._future_dir_of: dict[TopicPartition, Path] = {}
         self._paused_for_move: dict[TopicPartition, Path] = {}
         self._preferred_dirs: dict[TopicPartition, Path] = {}
-        self.mover = LogDirMover(self, threads=alter_log_dirs_threads or len(self.log_dirs),
+        self.mover = LogDirMover(self, threads=len(self.log_dirs) if alter_log_dirs_threads is None
+                                 else alter_log_dirs_threads,
                                  chunk_bytes=alter_log_dirs_chunk_bytes, rate=alter_log_dirs_rate)
 
     # -- start-up -------------------------------------------------------------------------------------------

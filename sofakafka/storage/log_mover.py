@@ -29,6 +29,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from sofakafka.protocol.records import iter_batches
@@ -135,6 +136,15 @@ def follow_current(current: Log, future: Log) -> None:
         future.delete_segments_below_log_start()
 
 
+@dataclass
+class MoveProgress:
+    """One partition's move as its copier sees it."""
+
+    reconciled_at: int = -1  # the current log's truncation count the copy was last reconciled at
+    copied: int = 0
+    swapped: bool = False
+
+
 class _Rate:
     """At most ``limit`` bytes a second over all threads: a copier sleeps until its bytes are due."""
 
@@ -154,12 +164,13 @@ class _Rate:
 
 
 class LogDirMover:
-    """The copier threads (module docstring). Started on demand by :meth:`wake`; :meth:`shutdown` stops them."""
+    """The copier threads (module docstring). Started on demand by :meth:`wake`; :meth:`shutdown` stops them.
+    With ``threads=0`` none start, and the caller drives each move with :meth:`move_once`."""
 
     def __init__(self, host: LogMoveHost, *, threads: int = 1, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
                  rate: int = UNLIMITED_RATE) -> None:
         self._host = host
-        self._threads_wanted = max(1, threads)
+        self._threads_wanted = max(0, threads)
         self._chunk = max(1, chunk_bytes)
         self._rate = _Rate(rate)
         self._cond = threading.Condition()
@@ -220,44 +231,56 @@ class LogDirMover:
                     self._in_progress.discard(tp)
 
     def _move(self, tp: TopicPartition) -> None:
-        reconciled_at = -1
+        progress = MoveProgress()
         started = time.monotonic()
-        copied_total = 0
         log.info("beginning or resuming the copy of %s-%d to its new log directory", *tp)
         while not self._stopped:
-            pair = self._host.move_pair(tp)
-            if pair is None:
-                return
-            current, future = pair
             try:
-                truncations = current.truncations
-                if truncations != reconciled_at:
-                    reconcile(current, future)
-                    reconciled_at = truncations
-                chunk = min(self._chunk, max(4096, self._rate.limit))
-                try:
-                    copied = copy_chunk(current, future, chunk)
-                except (OffsetOutOfRangeError, UnexpectedAppendOffsetError):
-                    reconciled_at = -1  # cut back meanwhile, or retention passed the copy: reconcile again
-                    continue
-                copied_total += copied
-                follow_current(current, future)
-                if future.log_end_offset >= current.log_end_offset and current.truncations == reconciled_at:
-                    if self._host.complete_move(tp, reconciled_at, self._chunk, copy_chunk):
-                        self.completed += 1
-                        log.info("moved %s-%d to %s: %d bytes copied in %.1f s", tp[0], tp[1],
-                                 current.dir.parent, copied_total, time.monotonic() - started)
-                        return
-                    if current.truncations == reconciled_at and future.log_end_offset >= current.log_end_offset:
-                        time.sleep(0.01)  # nothing new and no swap (the host refused): do not spin
-                delay = self._rate.delay_for(copied)
-                if delay > 0:
-                    with self._cond:
-                        self._cond.wait(delay)
+                done, copied = self.move_once(tp, progress)
             except StorageError as exc:
-                if current.failed or future.failed or current.closed or future.closed:
-                    # The log manager drops the move (a directory went offline, the partition was deleted).
-                    time.sleep(0.05)
-                    continue
-                log.warning("copying %s-%d to its new log directory: %s; retrying", tp[0], tp[1], exc)
-                time.sleep(_BACKOFF_S)
+                pair = self._host.move_pair(tp)
+                if pair is not None and not any(lg.failed or lg.closed for lg in pair):
+                    log.warning("copying %s-%d to its new log directory: %s; retrying", tp[0], tp[1], exc)
+                    time.sleep(_BACKOFF_S)
+                else:
+                    time.sleep(0.05)  # the log manager drops the move (a dir went offline, the log was deleted)
+                continue
+            if done:
+                if progress.swapped:
+                    self.completed += 1
+                    log.info("moved %s-%d to its new log directory: %d bytes copied in %.1f s", tp[0], tp[1],
+                             progress.copied, time.monotonic() - started)
+                return
+            if copied == 0:
+                time.sleep(0.01)  # caught up, but the swap found more to copy than it may: do not spin
+            delay = self._rate.delay_for(copied)
+            if delay > 0:
+                with self._cond:
+                    self._cond.wait(delay)
+
+    def move_once(self, tp: TopicPartition, progress: MoveProgress) -> tuple[bool, int]:
+        """One round of a move: reconcile the copy if the current log was cut back, copy a chunk, follow the
+        high watermark and log start, and swap once caught up. Returns (the move ended, bytes copied); a move
+        ends by its swap (``progress.swapped``) or because the manager dropped it. The threads call it in a loop;
+        so can a caller that drives moves itself (``threads=0``)."""
+        pair = self._host.move_pair(tp)
+        if pair is None:
+            return True, 0
+        current, future = pair
+        truncations = current.truncations
+        if truncations != progress.reconciled_at:
+            reconcile(current, future)
+            progress.reconciled_at = truncations
+        chunk = min(self._chunk, max(4096, self._rate.limit))
+        try:
+            copied = copy_chunk(current, future, chunk)
+        except (OffsetOutOfRangeError, UnexpectedAppendOffsetError):
+            progress.reconciled_at = -1  # cut back meanwhile, or retention passed the copy: reconcile again
+            return False, 0
+        progress.copied += copied
+        follow_current(current, future)
+        if future.log_end_offset >= current.log_end_offset and current.truncations == progress.reconciled_at:
+            if self._host.complete_move(tp, progress.reconciled_at, chunk, copy_chunk):
+                progress.swapped = True
+                return True, copied
+        return False, copied
