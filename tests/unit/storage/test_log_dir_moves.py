@@ -172,9 +172,11 @@ def test_moving_to_another_dir_cancels_the_move_under_way(tmp_path: Path) -> Non
     lg = lm.get_or_create_log("t", 0)
     fill(lg, 20)
     current = lm.log_dir_of("t", 0)
+    assert current is not None
     first, second = [d for d in lm.log_dirs if d != current]
     assert lm.alter_replica_log_dir("t", 0, str(first))
-    lm.mover.move_once(("t", 0), MoveProgress())  # some of it copied
+    copy = lm.get_future_log("t", 0)
+    assert copy is not None and copy_chunk(lg, copy, 300) > 0  # some of it copied
     assert lm.alter_replica_log_dir("t", 0, str(first)) is False  # already on its way there
     assert lm.alter_replica_log_dir("t", 0, str(second))
     assert not any(p.name.endswith("-future") for p in first.iterdir())
