@@ -67,6 +67,7 @@ from sofakafka.broker.offsets_topic import GroupCoordinatorRuntime
 from sofakafka.broker.producer_id_manager import ProducerIdManager
 from sofakafka.broker.replica_manager import LeaderState, ReplicaManager
 from sofakafka.broker.replication import Replication
+from sofakafka.broker.replication_quota import throttled_rate
 from sofakafka.broker.server import SocketServer
 from sofakafka.broker.transaction_topic import TransactionCoordinatorRuntime
 from sofakafka.broker.txn import TransactionCoordinator
@@ -107,6 +108,9 @@ CONTROLLED_SHUTDOWN_APPLY_SECONDS = 5.0
 # How long a StopReplica(delete) waits for our metadata to stop serving the topic (the deletion marker's watch
 # racing the controller's request) before it refuses, to be asked again.
 STOP_REPLICA_METADATA_WAIT_SECONDS = 5.0
+# How often the directories of deleted and moved logs are checked for removal (cheap when none is due).
+DELETE_LOGS_INTERVAL_MS = 1000
+ALTER_LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 
 
 class Broker:
@@ -379,6 +383,10 @@ class Broker:
             cluster_id=self._node.cluster_id,
             recovery_threads_per_data_dir=config.get_int("num.recovery.threads.per.data.dir"),
             max_open_segment_files=config.get_int("log.max.open.segment.files"),
+            alter_log_dirs_threads=threads if isinstance(threads := config.values.get(
+                "num.replica.alter.log.dirs.threads"), int) else None,
+            alter_log_dirs_chunk_bytes=config.get_int("replica.fetch.max.bytes"),
+            alter_log_dirs_rate=self._alter_log_dirs_rate(self._node.cache.snapshot()),
         )
         self._log_manager.add_dir_failure_listener(self._on_log_dir_failure)
         await self.run_blocking(self._log_manager.startup)
@@ -505,6 +513,12 @@ class Broker:
                and asyncio.get_running_loop().time() < deadline):
             await asyncio.sleep(0.01)
 
+    def _alter_log_dirs_rate(self, snap: ClusterMetadata) -> int:
+        """``replica.alter.log.dirs.io.max.bytes.per.second``: this broker's dynamic value, else server.properties
+        (as the replication throttles: a cluster default throttles nothing in Kafka 2.6)."""
+        return throttled_rate(snap.broker_config(self.broker_id), ALTER_LOG_DIRS_RATE,
+                              self.config.get_int(ALTER_LOG_DIRS_RATE))
+
     # -- log directory failure ----------------------------------------------------------------------------------------
     def _on_log_dir_failure(self, log_dir: Path, partitions: list[tuple[str, int]]) -> None:
         """The log manager took ``log_dir`` offline (its failure thread calls this)."""
@@ -557,6 +571,7 @@ class Broker:
         snap = self.node.cache.snapshot()
         # Dynamic connection limits (max.connections and its kin): cluster-wide default, then this broker's own.
         await self.server.reconfigure({**snap.broker_config(None), **snap.broker_config(self.broker_id)})
+        self.log_manager.mover.set_rate(self._alter_log_dirs_rate(snap))
         rm = self.replica_manager
         wanted: set[tuple[str, int]] = set()
         to_lead: list[LeaderState] = []
@@ -772,6 +787,8 @@ class Broker:
                     config.get_int("log.flush.start.offset.checkpoint.interval.ms"), lm.checkpoint_log_start_offsets)
         self._every("high-watermark checkpoint", config.get_int("replica.high.watermark.checkpoint.interval.ms"),
                     lm.checkpoint_high_watermarks)
+        # Directories of deleted and moved logs go once file.delete.delay.ms has passed (Kafka's kafka-delete-logs).
+        self._every("delete logs", DELETE_LOGS_INTERVAL_MS, lm.delete_due_logs)
         if config.get_bool("log.cleaner.enable"):
             # The log manager owns the cleaner: its truncations and deletions pause it around their work.
             self._cleaner = lm.cleaner

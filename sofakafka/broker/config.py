@@ -350,6 +350,8 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("replica.selector.class", _T.CLASS, None, "Chooses the replica a consumer fetches from (KIP-392)."),
     ConfigKey("leader.replication.throttled.rate", _T.LONG, LONG_MAX, "Bytes/s this leader sends for throttled replicas (KIP-73): the per-broker dynamic value, else this file; a cluster default does not throttle (Kafka 2.6).", at_least(0), _CW),
     ConfigKey("follower.replication.throttled.rate", _T.LONG, LONG_MAX, "Bytes/s this follower fetches for throttled replicas (KIP-73): the per-broker dynamic value, else this file; a cluster default does not throttle (Kafka 2.6).", at_least(0), _CW),
+    ConfigKey("replica.alter.log.dirs.io.max.bytes.per.second", _T.LONG, LONG_MAX, "Bytes/s this broker copies, over all its copier threads, to move replicas between its log dirs (AlterReplicaLogDirs): the per-broker dynamic value, else this file; a cluster default does not throttle (Kafka 2.6).", at_least(0), _CW),
+    ConfigKey("num.replica.alter.log.dirs.threads", _T.INT, None, "Threads copying replicas moved between log dirs, each one partition at a time; unset: one per log dir.", at_least(1)),
     ConfigKey("replication.quota.window.num", _T.INT, 11, "Samples of the replication throttle rates.", at_least(1)),
     ConfigKey("replication.quota.window.size.seconds", _T.INT, 1, "Length of one replication throttle sample.", at_least(1)),
     ConfigKey("quota.window.num", _T.INT, 11, "Samples of the client quota rates (KIP-13).", at_least(1)),
@@ -405,6 +407,7 @@ CONFIG_KEYS: Mapping[str, ConfigKey] = {k.name: k for k in _KEYS}
 
 LISTED_ONLY_WHEN_SET: frozenset[str] = frozenset({"leader.replication.throttled.rate",
                                                   "follower.replication.throttled.rate",
+                                                  "replica.alter.log.dirs.io.max.bytes.per.second",
                                                   "sofakafka.ldc.model", "sofakafka.router.rules"})
 """Kafka keeps the throttle rates outside KafkaConfig (DynamicConfig.Broker), so DescribeConfigs names them only
 once set; the LDC documents are listed only once set too, so a broker's description is not padded with them."""

@@ -40,6 +40,10 @@ from sofakafka.protocol.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
 )
+from sofakafka.protocol.messages.alter_replica_log_dirs import (
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirsResponse,
+)
 from sofakafka.protocol.messages.create_acls import CreateAclsRequest, CreateAclsResponse
 from sofakafka.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from sofakafka.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
@@ -911,6 +915,22 @@ class KafkaClient:
                       for t in r.topics for p in t.partitions))
             for r in response.results
         ]
+
+    def alter_replica_log_dirs(self, node_id: int,
+                               moves: Mapping[tuple[str, int], str]) -> dict[tuple[str, int], ErrorCode]:
+        """Move replicas of broker ``node_id`` between its log dirs: partition -> absolute dir path, as that
+        broker's DescribeLogDirs names it. The error per partition (NONE: moving, or there already)."""
+        by_dir: dict[str, dict[str, list[int]]] = {}
+        for (topic, partition), path in moves.items():
+            by_dir.setdefault(path, {}).setdefault(topic, []).append(partition)
+        D = AlterReplicaLogDirsRequest.AlterReplicaLogDir
+        request = AlterReplicaLogDirsRequest(dirs=[
+            D(path=path, topics=[D.AlterReplicaLogDirTopic(name=t, partitions=ps) for t, ps in topics.items()])
+            for path, topics in by_dir.items()])
+        response = self.send(request, node_id=node_id)
+        assert isinstance(response, AlterReplicaLogDirsResponse)
+        return {(r.topic_name, p.partition_index): ErrorCode.for_code(p.error_code)
+                for r in response.results for p in r.partitions}
 
     # -- produce -------------------------------------------------------------------------------------
 
