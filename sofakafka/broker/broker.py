@@ -78,7 +78,7 @@ from sofakafka.controller.kafka_controller import KafkaController
 from sofakafka.controller.metadata import ClusterMetadata, MetadataCache
 from sofakafka.controller.node import ControllerNode
 from sofakafka.controller.session import SessionRenewingStore
-from sofakafka.controller.store import MetadataStore
+from sofakafka.controller.store import MetadataStore, StoreError
 from sofakafka.controller.topics import TopicAdmin
 from sofakafka.controller.zk_data import BrokerEndpoint, TopicPartition
 from sofakafka.controller.zookeeper import ZooKeeperMetadataStore, resolve_broker_id
@@ -111,6 +111,8 @@ STOP_REPLICA_METADATA_WAIT_SECONDS = 5.0
 # How often the directories of deleted and moved logs are checked for removal (cheap when none is due).
 DELETE_LOGS_INTERVAL_MS = 1000
 ALTER_LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
+# Writes of a failed log dir's report to the store before giving up until the next session.
+LOG_DIR_FAILURE_REPORT_ATTEMPTS = 20
 
 
 class Broker:
@@ -538,6 +540,35 @@ class Broker:
             reason = f"every log directory is offline ({', '.join(str(d) for d in lm.log_dirs)})"
             log.critical("broker %d is shutting down: %s", self.broker_id, reason)
             self.failed.set_result(reason)
+            return
+        if self._loop is not None:
+            self._periodic.append(self._loop.create_task(self._after_log_dir_failure(partitions),
+                                                         name="log dir failure"))
+
+    async def _after_log_dir_failure(self, partitions: list[tuple[str, int]]) -> None:
+        """Kafka's ReplicaManager.handleLogDirFailure past the log manager: stop leading and following the offline
+        partitions (they answer KAFKA_STORAGE_ERROR until led elsewhere or the broker restarts with the dir), then
+        tell the controller, which moves their leaderships to other ISR members and takes this broker out of their
+        ISRs (sofakafka/controller/log_dir_failures.py)."""
+        rm, lm, node = self._replica_manager, self._log_manager, self._node
+        if rm is None or lm is None or node is None:
+            return
+        for topic, partition in partitions:
+            if self._replication is not None:
+                await self._replication.fetchers.stop_following((topic, partition))
+            await rm.stop_replica(topic, partition, delete=False)
+        dirs = [str(d) for d in lm.offline_log_dirs]
+        offline = [TopicPartition(t, p) for t, p in lm.offline_partitions]
+        for attempt in range(LOG_DIR_FAILURE_REPORT_ATTEMPTS):
+            try:
+                await self.run_blocking(lambda: node.report_log_dir_failures(dirs, offline))
+                return
+            except (StoreError, ValueError) as exc:
+                if self._stopped:
+                    return
+                log.warning("telling the controller about the failed log dirs failed (%s); retrying", exc)
+                await asyncio.sleep(min(5.0, 0.5 * (attempt + 1)))
+        log.error("could not tell the controller about the failed log dirs %s; a new session will", dirs)
 
     # -- metadata -> hosted partitions ------------------------------------------------------------------------------
     def _on_metadata_changed(self, _snapshot: ClusterMetadata) -> None:
@@ -580,6 +611,8 @@ class Broker:
                 if p.leader != self.broker_id:
                     continue
                 wanted.add((p.topic, p.partition))
+                if self.log_manager.is_offline(p.topic, p.partition):
+                    continue  # its log dir failed: it answers KAFKA_STORAGE_ERROR until the controller moves it
                 current = rm.get_partition((p.topic, p.partition))
                 if current is not None and current.leader_epoch == p.leader_epoch and p.zk_version < current.zk_version:
                     continue  # an older state than our own last ISR write: the newer one is on its way

@@ -25,6 +25,7 @@ class Replication:
                  run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]],
                  security: ClientSecurity | None = None) -> None:
         self.broker_id = broker_id
+        self.replica_manager = replica_manager
         self.fetchers = ReplicaFetcherManager(
             replica_manager,
             FetcherSettings(
@@ -57,9 +58,12 @@ class Replication:
 
     async def apply(self, snapshot: ClusterMetadata) -> None:
         wanted: dict[TopicPartition, PartitionMetadata] = {}
+        # A replica in a failed log dir is not followed (Kafka removes its fetcher): there is no log to append to.
+        offline = self.replica_manager.log_manager.is_offline
         for topic in snapshot.topics.values():
             for p in topic.partitions.values():
-                if p.leader != self.broker_id and self.broker_id in p.replicas:
+                if p.leader != self.broker_id and self.broker_id in p.replicas and \
+                        not offline(p.topic, p.partition):
                     wanted[(p.topic, p.partition)] = p
         await self.fetchers.apply(wanted)
 

@@ -138,6 +138,15 @@ def log_dir_event_prefix_path() -> str:
     return f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/{LOG_DIR_EVENT_PREFIX}"
 
 
+LOG_DIR_FAILURES_PATH = "/sofakafka/log_dir_failures"
+"""Ours, not Kafka's: ``<broker id>`` children (ephemeral) list a broker's replicas in failed log dirs
+(zk_data.LogDirFailures)."""
+
+
+def log_dir_failures_path(broker_id: int) -> str:
+    return f"{LOG_DIR_FAILURES_PATH}/{broker_id}"
+
+
 def delete_topic_path(topic: str) -> str:
     return f"{DELETE_TOPICS_PATH}/{topic}"
 

@@ -371,6 +371,12 @@ class LogManager:
         """Offline directories and why they went offline."""
         return dict(self._offline_dirs)
 
+    @property
+    def offline_partitions(self) -> list[TopicPartition]:
+        """Partitions whose log was in a directory that went offline."""
+        with self._lock:
+            return sorted(self._offline_partitions)
+
     def is_offline(self, topic: str, partition: int) -> bool:
         """The partition's log was in a directory that went offline."""
         return (topic, partition) in self._offline_partitions
