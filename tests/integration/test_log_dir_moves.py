@@ -10,6 +10,9 @@ One broker for the module's scenario; the move itself takes a second or two.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +23,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from sofakafka.client import KafkaClient, NewTopic
 from sofakafka.protocol.errors import ErrorCode
+from sofakafka.protocol.records import Record
 from tests.integration.conftest import BrokerProcess
 from tests.integration.helpers import wait_for
 
@@ -162,3 +166,50 @@ def test_a_replica_moves_between_log_dirs_under_acks_all_load_and_survives_kill_
     with KafkaClient(b.bootstrap) as client:
         assert where(client) == (source, None, -1)
     assert_kept(acked, consume_all(b.bootstrap, max(acked) + 1))
+
+
+def test_the_log_dirs_and_reassign_tools_move_replicas_between_dirs(
+        tmp_path: Path, broker_factory: Callable[..., BrokerProcess]) -> None:
+    dirs = [str((tmp_path / d).resolve()) for d in ("disk-a", "disk-b")]
+    b = broker_factory({"log.dirs": ",".join(dirs), "log.segment.delete.delay.ms": "0"})
+    with KafkaClient(b.bootstrap) as client:
+        assert client.create_topics([NewTopic("tools", 2, 1)])["tools"].error == ErrorCode.NONE
+        for p in (0, 1):
+            client.produce("tools", p, [Record(0, -1, None, b"x%d" % i) for i in range(50)], acks=-1)
+        before = {p.partition: d.log_dir for d in client.describe_log_dirs(0) for p in d.partitions}
+    other = {p: next(d for d in dirs if d != before[p]) for p in (0, 1)}
+
+    moved = cli("log-dirs", "--bootstrap-server", b.bootstrap, "--broker-list", "0", "--wait",
+                "--move", f"tools:0={other[0]}", "--move", f"tools:9={other[0]}", "--move", "tools:1=/nowhere")
+    assert moved.returncode == 1
+    assert f"Moving tools-0 on broker 0 to {other[0]}" in moved.stdout and "Every move has completed." in moved.stdout
+    assert "Cannot move tools-9 on broker 0 to" in moved.stderr and "UNKNOWN_TOPIC_OR_PARTITION" in moved.stderr
+    assert "Cannot move tools-1 on broker 0 to /nowhere: LOG_DIR_NOT_FOUND" in moved.stderr
+    described = json.loads(cli("log-dirs", "--bootstrap-server", b.bootstrap, "--describe", "--json").stdout)
+    where = {p["partition"]: d["logDir"] for d in described["brokers"][0]["logDirs"] for p in d["partitions"]}
+    assert where == {"tools-0": other[0], "tools-1": before[1]}
+
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "tools", "partition": 1, "replicas": [0], "log_dirs": [other[1]]}]}))
+    executed = cli("reassign", "--bootstrap-server", b.bootstrap, "--reassignment-json-file", str(plan), "--execute",
+                   "--replica-alter-log-dirs-throttle", "100000000")
+    assert executed.returncode == 0, executed.stderr
+    assert "Successfully started log directory move for: tools-1-0" in executed.stdout
+    assert "The replica-alter-dir throttle limit was set to 100000000 B/s" in executed.stdout
+
+    def verified() -> str | None:
+        out = cli("reassign", "--bootstrap-server", b.bootstrap, "--reassignment-json-file", str(plan), "--verify")
+        return out.stdout if out.returncode == 0 else None
+
+    out = wait_for("the move to be verified", verified, 30)
+    assert "Reassignment of replica tools-1-0 completed successfully." in out
+    assert "Clearing broker-level throttles" in out
+    with KafkaClient(b.bootstrap) as client:
+        assert {p.partition: d.log_dir for d in client.describe_log_dirs(0) for p in d.partitions} == other
+        assert len(client.fetch("tools", 1, 0, max_wait_ms=0).records) == 50
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "sofakafka", *args], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
