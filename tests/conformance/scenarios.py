@@ -15,6 +15,7 @@ from sofakafka.protocol.messages.add_partitions_to_txn import AddPartitionsToTxn
 from sofakafka.protocol.messages.alter_client_quotas import AlterClientQuotasRequest
 from sofakafka.protocol.messages.alter_configs import AlterConfigsRequest
 from sofakafka.protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest
+from sofakafka.protocol.messages.alter_replica_log_dirs import AlterReplicaLogDirsRequest
 from sofakafka.protocol.messages.api_versions import ApiVersionsRequest
 from sofakafka.protocol.messages.create_acls import CreateAclsRequest
 from sofakafka.protocol.messages.create_partitions import CreatePartitionsRequest
@@ -811,6 +812,39 @@ def describe_log_dirs(s: Session, versions: range) -> None:
     for v in versions:
         s.call("one topic", DescribeLogDirsRequest(topics=[D(topic="dld", partition_index=[0, 1, 5])]), v)
         s.call("unknown topic", DescribeLogDirsRequest(topics=[D(topic="dld-none", partition_index=[0])]), v)
+
+
+@scenario(ApiKey.ALTER_REPLICA_LOG_DIRS)
+def alter_replica_log_dirs(s: Session, versions: range) -> None:
+    """Each broker has one log dir here, learnt from its own DescribeLogDirs (the paths differ; answers never
+    carry them): the move to where the log is already, and every refusal before a copy would start, at the edges
+    of Kafka's checks (the future replica's 255-byte name: a 213-character topic fits with partition 0, 214 do
+    not, and the partition number's digits count)."""
+    create_topic(s, "ald", 2)
+    (result,) = s.ask(DescribeLogDirsRequest(topics=None), 1).results
+    here = result.log_dir
+    D = AlterReplicaLogDirsRequest.AlterReplicaLogDir
+    T = D.AlterReplicaLogDirTopic
+
+    def alter(label: str, v: int, *entries: tuple[str, str, list[int]]) -> None:
+        s.call(label, AlterReplicaLogDirsRequest(dirs=[D(path=path, topics=[T(name=topic, partitions=parts)])
+                                                       for path, topic, parts in entries]), v)
+
+    for v in versions:
+        alter("the dir the log is in", v, (here, "ald", [0, 1]))
+        alter("a dir not configured", v, ("/no/such/log/dir", "ald", [0]))
+        alter("the dir's name, relative", v, (here.rsplit("/", 1)[-1], "ald", [0]))
+        alter("the dir with a trailing slash", v, (here + "/", "ald", [0]))
+        alter("unknown topic", v, (here, "ald-none", [0]))
+        alter("partition out of range", v, (here, "ald", [2, -1]))
+        alter("213-character topic, partition 0", v, (here, "x" * 213, [0]))
+        alter("214-character topic, partition 0", v, (here, "x" * 214, [0]))
+        alter("212-character topic, partition 10", v, (here, "y" * 212, [10]))
+        alter("213-character topic, partition 10", v, (here, "y" * 213, [10]))
+        alter("a partition under two dirs, the unknown one last", v, (here, "ald", [0]), ("/no/such/dir", "ald", [0]))
+        alter("a partition under two dirs, the known one last", v, ("/no/such/dir", "ald", [1]), (here, "ald", [1]))
+        alter("a partition named twice", v, (here, "ald", [0, 0]))
+        alter("nothing", v)
 
 
 @scenario(ApiKey.ALTER_CLIENT_QUOTAS)

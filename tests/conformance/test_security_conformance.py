@@ -36,6 +36,7 @@ from sofakafka.protocol.messages.add_partitions_to_txn import AddPartitionsToTxn
 from sofakafka.protocol.messages.alter_client_quotas import AlterClientQuotasRequest
 from sofakafka.protocol.messages.alter_configs import AlterConfigsRequest
 from sofakafka.protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest
+from sofakafka.protocol.messages.alter_replica_log_dirs import AlterReplicaLogDirsRequest
 from sofakafka.protocol.messages.controlled_shutdown import ControlledShutdownRequest
 from sofakafka.protocol.messages.create_acls import CreateAclsRequest
 from sofakafka.protocol.messages.create_partitions import CreatePartitionsRequest
@@ -680,6 +681,14 @@ def describe_log_dirs_as_alice(s: Session, versions: range) -> None:
     for v in versions:
         s.call("without DESCRIBE on the cluster", DescribeLogDirsRequest(topics=[
             D(topic="sec-read", partition_index=[0])]), v)
+
+
+@limited(ApiKey.ALTER_REPLICA_LOG_DIRS)
+def alter_replica_log_dirs_as_alice(s: Session, versions: range) -> None:
+    D = AlterReplicaLogDirsRequest.AlterReplicaLogDir
+    for v in versions:
+        s.call("without ALTER on the cluster", AlterReplicaLogDirsRequest(dirs=[D(path="/anywhere", topics=[
+            D.AlterReplicaLogDirTopic(name="sec-read", partitions=[0, 1])])]), v)
 
 
 @limited(ApiKey.ELECT_LEADERS)
