@@ -120,10 +120,11 @@ def on_isr_change_notification(controller: ControllerServices) -> None:
             if ctx is not None:
                 c.refresh_state(tp, ctx)
     finally:
-        _delete_notifications(c, read)
+        delete_notifications(c, read)
 
 
-def _delete_notifications(c: ControllerServices, paths: list[str]) -> None:
+def delete_notifications(c: ControllerServices, paths: list[str]) -> None:
+    """Delete the notifications read (fenced), :data:`DELETE_BATCH` at a time."""
     for start in range(0, len(paths), DELETE_BATCH):
         batch = paths[start : start + DELETE_BATCH]
         try:

@@ -27,18 +27,15 @@ expired) is ignored.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Iterable
 
-from sofakafka.controller import zk_data, zk_paths
+from sofakafka.controller import admin_notifications, zk_data, zk_paths
 from sofakafka.controller.context import ControllerServices
 from sofakafka.controller.store import CreateOp, DeleteOp, MetadataStore, NoNodeError, Op
 from sofakafka.controller.zk_data import LogDirFailures, TopicPartition, ZkDataError
 
 log = logging.getLogger(__name__)
-
-DELETE_BATCH = 200
 
 
 def publish(store: MetadataStore, broker_id: int, broker_epoch: int, log_dirs: Iterable[str],
@@ -113,11 +110,4 @@ def on_log_dir_event_notification(c: ControllerServices) -> None:
             log.info("controller: broker %d reports a failed log dir", broker)
             c.update_offline_replicas(broker, set(read(c.store, broker, epoch)))
     finally:
-        for start in range(0, len(read_paths), DELETE_BATCH):
-            batch = read_paths[start:start + DELETE_BATCH]
-            try:
-                c.fenced([DeleteOp(p) for p in batch])
-            except NoNodeError:
-                for p in batch:
-                    with contextlib.suppress(NoNodeError):
-                        c.fenced([DeleteOp(p)])
+        admin_notifications.delete_notifications(c, read_paths)

@@ -11,9 +11,8 @@ recovers the dir, catches up and rejoins the ISRs.
 from __future__ import annotations
 
 import os
-import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,8 +20,9 @@ import pytest
 from sofakafka.client import KafkaClient, NewTopic
 from sofakafka.protocol.errors import ErrorCode, KafkaError
 from sofakafka.protocol.records import Record
+from tests.integration import test_disk_full
 from tests.integration.conftest import BrokerProcess
-from tests.integration.test_disk_full import fill
+from tests.integration.test_disk_full import fill, read_all
 
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root"),
               pytest.mark.timeout(300)]
@@ -30,18 +30,8 @@ pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs nee
 VALUE = b"v" * 8000
 TOPIC = "jbod"
 # Broker 1 leads every partition, so half of its leaderships are in the dir that fails.
+small_fs = test_disk_full.small_fs  # the 4 MB tmpfs, mounted and unmounted around the test
 ASSIGNMENT = {p: [1, 2, 3] if p % 2 == 0 else [1, 3, 2] for p in range(4)}
-
-
-@pytest.fixture
-def small_fs(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "small"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], check=True)
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def wait_for(what: str, predicate: Callable[[], bool], timeout: float = 60.0) -> float:
@@ -116,15 +106,3 @@ def test_a_failed_log_dir_moves_its_leaderships_to_other_isr_members_and_the_oth
             1 in p.isr and not p.offline_replicas
             for p in client.metadata([TOPIC]).topics[TOPIC].partitions.values()), timeout=60)
 
-
-def read_all(client: KafkaClient, topic: str, partition: int) -> dict[int, bytes]:
-    out: dict[int, bytes] = {}
-    offset = 0
-    while True:
-        fetched = client.fetch(topic, partition, offset, max_wait_ms=0, max_bytes=1 << 20)
-        if not fetched.records:
-            return out
-        for r in fetched.records:
-            assert r.value is not None
-            out[r.offset] = r.value
-        offset = fetched.records[-1].offset + 1

@@ -5,11 +5,6 @@ epoch (a session that is gone) counts for nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
 from sofakafka.controller import log_dir_failures, zk_data, zk_paths
 from sofakafka.controller.context import ElectionType
 from sofakafka.controller.store import MetadataStore
@@ -17,17 +12,12 @@ from sofakafka.controller.topics import NewTopic
 from sofakafka.controller.zk_data import LogDirFailures, PartitionState, TopicPartition
 from sofakafka.protocol.errors import ErrorCode
 
+from . import test_controlled_shutdown
 from .conftest import SETTLE_TIMEOUT
 from .test_controlled_shutdown import Cluster, state
 
+cluster = test_controlled_shutdown.cluster  # three brokers as sessions of one embedded store
 ASSIGNMENT = {0: [2, 3, 1], 1: [1, 2, 3], 2: [3, 1, 2], 3: [2, 1, 3]}
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(tmp_path / "meta")
-    yield c
-    c.close()
 
 
 def three_brokers(cluster: Cluster) -> MetadataStore:
