@@ -82,20 +82,13 @@ def on_log_dir_event_notification(c: ControllerServices) -> None:
     """The child watch of ``/log_dir_event_notification`` fired (or a controller took over)."""
     if not c.context.active:
         return
-    try:
-        children = c.store.get_children(zk_paths.LOG_DIR_EVENT_NOTIFICATION_PATH, c.watch)
-    except NoNodeError:
+    notifications = admin_notifications.read_notifications(c, zk_paths.LOG_DIR_EVENT_NOTIFICATION_PATH,
+                                                            zk_paths.LOG_DIR_EVENT_PREFIX)
+    if notifications is None:
         return
-    names = sorted(n for n in children if n.startswith(zk_paths.LOG_DIR_EVENT_PREFIX))
     brokers: set[int] = set()
-    read_paths: list[str] = []
-    for name in names:
-        path = f"{zk_paths.LOG_DIR_EVENT_NOTIFICATION_PATH}/{name}"
-        try:
-            data, _ = c.store.get(path)
-        except NoNodeError:
-            continue
-        read_paths.append(path)
+    read_paths = [path for path, _ in notifications]
+    for path, data in notifications:
         try:
             broker, _event = zk_data.decode_log_dir_event(data)
         except ZkDataError as exc:
