@@ -5,7 +5,9 @@ The broker refuses the write that does not fit with KAFKA_STORAGE_ERROR and take
 controller, which elects other ISR members for the partitions it led there and takes it out of their ISRs, within
 seconds, while the partitions in its healthy dir stay with it and keep taking acks=all writes. Metadata lists the
 offline replicas. Every record acknowledged before is on the new leaders. Restarted with space again, the broker
-recovers the dir, catches up and rejoins the ISRs.
+recovers the dir, catches up and rejoins the ISRs. On the way, the same cluster shows AlterReplicaLogDirs for a
+replica not on the broker yet: REPLICA_NOT_AVAILABLE, and the replica a reassignment brings later is created in the
+dir asked for.
 """
 
 from __future__ import annotations
@@ -66,6 +68,18 @@ def test_a_failed_log_dir_moves_its_leaderships_to_other_isr_members_and_the_oth
         healthy = dirs[str((tmp_path / "healthy").resolve())]
         assert failing and healthy and failing | healthy == set(ASSIGNMENT)
         target = min(failing)
+
+        # AlterReplicaLogDirs for a replica the broker does not have yet: REPLICA_NOT_AVAILABLE, and the dir is
+        # remembered; a reassignment then brings the replica, and it is created in that dir (Kafka's behaviour).
+        assert client.create_topics([NewTopic("later", assignments={0: [2, 3]})])["later"].error == ErrorCode.NONE
+        wanted = str((tmp_path / "healthy").resolve()) if len(healthy) > len(failing) else str(doomed_dir.resolve())
+        assert client.alter_replica_log_dirs(1, {("later", 0): wanted}) == {("later", 0): ErrorCode.REPLICA_NOT_AVAILABLE}
+        assert client.alter_replica_log_dirs(1, {("later", 9): wanted}) == {
+            ("later", 9): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        assert client.alter_partition_reassignments({("later", 0): [2, 3, 1]})[("later", 0)].error == ErrorCode.NONE
+        wait_for("the reassigned replica on broker 1", lambda: any(
+            d.log_dir == wanted and any(p.topic == "later" for p in d.partitions)
+            for d in client.describe_log_dirs(1)))
 
         acknowledged: list[tuple[int, bytes]] = []
         fill(small_fs / "filler", leave=400 * 1024)

@@ -21,7 +21,7 @@ from sofakafka.storage.errors import (
 )
 from sofakafka.storage.log import Log
 from sofakafka.storage.log_manager import LogManager, delete_dir_name
-from sofakafka.storage.log_mover import MoveProgress, copy_chunk
+from sofakafka.storage.log_mover import MoveProgress, common_prefix_end, copy_chunk, follow_current, reconcile
 
 from .storage_helpers import make_batch
 
@@ -307,3 +307,81 @@ def test_deleting_a_partition_being_moved_deletes_both_copies(tmp_path: Path) ->
     assert lm.get_future_log("t", 0) is None
     assert not any(p.name.startswith("t-0") for d in lm.log_dirs for p in d.iterdir())
     lm.shutdown()
+
+
+def test_a_log_cut_back_while_it_is_copied_cuts_the_copy_back_before_it_goes_on(tmp_path: Path) -> None:
+    """A follower truncating by leader epoch while its log is moved: the copy holds batches the log no longer has,
+    and must lose them, even where the log's new batches start exactly where the copy ends."""
+    lm = manager(tmp_path)
+    lg = lm.get_or_create_log("t", 0)
+    for _ in range(10):
+        lg.append_as_leader(make_batch(2, value_size=30), 0)  # offsets 0..19, epoch 0
+    lg.update_high_watermark(10)
+    lm.alter_replica_log_dir("t", 0, str(other_dir(lm)))
+    future = lm.get_future_log("t", 0)
+    assert future is not None
+    progress = MoveProgress()
+    while future.log_end_offset < lg.log_end_offset:
+        copy_chunk(lg, future, 100)
+    progress.reconciled_at = lg.truncations  # the copier's state: copied all of it at this count
+    lm.truncate_to("t", 0, 12)  # the new leader of epoch 1 did not have 12..19
+    replacement = []
+    for _ in range(4):
+        buf = make_batch(2, value_size=31, key_prefix=b"new")
+        lg.append_as_leader(buf, 1)  # 12..19 again, the same batch boundaries, other records
+        replacement.append(bytes(buf))
+    lg.update_high_watermark(lg.log_end_offset)
+    for _ in range(100):
+        done, _ = lm.mover.move_once(("t", 0), progress)
+        if done:
+            break
+    assert progress.swapped
+    stored = list(lg.iter_batches_bytes(12))
+    assert stored == replacement
+
+
+def test_the_copy_follows_the_logs_start(tmp_path: Path) -> None:
+    lm = manager(tmp_path, config=LogConfig.from_props({"segment.bytes": 500, "file.delete.delay.ms": 0,
+                                                         "retention.ms": -1}))
+    lg = lm.get_or_create_log("t", 0)
+    fill(lg, 40)
+    lm.alter_replica_log_dir("t", 0, str(other_dir(lm)))
+    future = lm.get_future_log("t", 0)
+    assert future is not None
+    while copy_chunk(lg, future, 2000):
+        pass
+    start = lg.log_segments()[3].base_offset
+    assert lg.maybe_increment_log_start_offset(start)
+    lg.delete_old_segments()
+    follow_current(lg, future)
+    assert future.log_start_offset == start and future.high_watermark == lg.high_watermark
+    assert future.log_segments()[0].base_offset <= start < future.log_segments()[1].base_offset
+
+
+def test_the_common_prefix_is_found_by_leader_epoch_as_a_follower_finds_it(tmp_path: Path) -> None:
+    """``common_prefix_end`` on two logs as a power failure could leave them: the copy holds an epoch the log lost,
+    the log having gone on in its earlier epoch and then a later one. The copy keeps only what both hold (KIP-279's
+    rule: the lower of the log's end for the copy's epoch and the copy's end for the log's)."""
+    current = Log(tmp_path / "a" / "t-0", CONFIG)
+    copy = Log(tmp_path / "b" / "t-0.0123456789abcdef0123456789abcdef-future", CONFIG)
+    for _ in range(10):
+        current.append_as_leader(make_batch(2), 0)  # epoch 0: 0..19
+    current.append_as_leader(make_batch(2), 2)  # epoch 2: 20..21
+    for _ in range(5):
+        copy.append_as_leader(make_batch(2), 0)  # epoch 0: 0..9
+    for _ in range(3):
+        copy.append_as_leader(make_batch(2), 1)  # epoch 1: 10..15, which the log does not have
+    current.update_high_watermark(current.log_end_offset)
+    assert common_prefix_end(current, copy) == 10
+    reconcile(current, copy)
+    assert copy.log_end_offset == 10
+    # Equal epochs: the lower of the two ends.
+    assert common_prefix_end(current, copy) == 10
+    # A copy whose latest epoch the log never reached (its cache knows no later one): it starts over.
+    copy.append_as_leader(make_batch(2), 3)
+    assert common_prefix_end(current, copy) is None
+    # Nothing in common (the log starts past the copy's end): start over.
+    assert current.maybe_increment_log_start_offset(12)
+    assert common_prefix_end(current, copy) is None
+    current.close()
+    copy.close()
