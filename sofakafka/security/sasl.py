@@ -132,7 +132,7 @@ def client_first_extensions(client_first: str) -> dict[str, str]:
     a malformed message has none here and fails in scramp."""
     parts = client_first.split(",")
     out: dict[str, str] = {}
-    for part in parts[4:]:  # gs2 flag, authzid, n=, r=, then the extensions
+    for part in parts[4:]:  # gs2 flag, authzid, n=, r=, then the extensions (a name holds no raw comma: =2C)
         key, sep, value = part.partition("=")
         if sep:
             out[key] = value
@@ -256,9 +256,16 @@ class ScramServer(SaslMechanismServer):
         try:
             if self._step == 0:
                 self._step = 1
+                extensions = client_first_extensions(text)
                 # Kafka's ScramExtensions: Boolean.parseBoolean, so any case of "true".
-                self._token_auth = client_first_extensions(text).get(TOKEN_AUTH_EXTENSION, "").lower() == "true"
-                self._server.set_client_first(text)
+                self._token_auth = extensions.get(TOKEN_AUTH_EXTENSION, "").lower() == "true"
+                if not extensions:
+                    self._server.set_client_first(text)
+                else:
+                    # scramp takes one-letter attributes only: it parses the message without the extensions,
+                    # and the proofs are then checked over the bare message the client signed, extensions and all.
+                    self._server.set_client_first(",".join(text.split(",")[:4]))
+                    self._server.client_first_bare = text.split(",", 2)[2]
                 return str(self._server.get_server_first()).encode()
             if self._step == 1:
                 self._step = 2
