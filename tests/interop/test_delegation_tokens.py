@@ -2,7 +2,8 @@
 sofakafka broker with security on (tests/integration/security_setup.py, plus a PLAINTEXT listener) and
 ``delegation.token.master.key`` set.
 
-A SCRAM user (``tokowner``) may do everything on topics and groups named ``tok-...``; a token it creates logs in
+A SCRAM user (``tokowner``) may do everything on topics and groups named ``sec-...`` (the names
+tests/integration/test_security.py's round trips use, run here with a token's login); a token it creates logs in
 as it. Who can send SCRAM's ``tokenauth=true`` extension, which Kafka needs to take the user name as a token id:
 
 * Kafka's Java clients (kafka-clients 2.6.3 and 4.4.0): ``tokenauth="true"`` in ScramLoginModule's JAAS options,
@@ -26,14 +27,12 @@ import json
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaProducer
 from kafka.errors import TopicAuthorizationFailedError
 from kafka.net import sasl as kafka_python_sasl
 from kafka.net.sasl.scram import SaslMechanismScram
@@ -45,6 +44,12 @@ from sofakafka.protocol.errors import ErrorCode, KafkaError
 from sofakafka.security.scram import make_credential
 from tests.integration.conftest import REPO
 from tests.integration.security_setup import ADMIN, SecureBroker, running_secure_broker, used_by_this_test
+from tests.integration.test_security import (
+    fresh,
+    kafka_python_kwargs,
+    roundtrip_confluent,
+    roundtrip_kafka_python,
+)
 from tests.interop.tools import Tool
 from tests.reference.fixtures import ScenarioJVMs
 from tests.reference.java import CLIENT_VERSIONS
@@ -56,11 +61,6 @@ OWNER = ("tokowner", "owner-secret")
 RENEWER = ("tokrenewer", "renewer-secret")
 OTHER = ("tokother", "other-secret")
 WAIT_S = 30.0  # bounds on waiting, not timing assertions
-RECORDS = [b"one", b"two", b"three"]
-
-
-def fresh(prefix: str = "tok-") -> str:
-    return f"{prefix}{uuid.uuid4().hex[:10]}"
 
 
 def login(sb: SecureBroker, user: tuple[str, str], mechanism: str = "SCRAM-SHA-256") -> ClientSecurity:
@@ -95,7 +95,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
                 for r in results:
                     r.raise_for_error()
             owner = f"User:{OWNER[0]}"
-            bindings = [acl.AclBinding(acl.ResourcePattern(rtype, "tok-", acl.PatternType.PREFIXED),
+            bindings = [acl.AclBinding(acl.ResourcePattern(rtype, "sec-", acl.PatternType.PREFIXED),
                                        acl.AccessControlEntry(owner, "*", acl.AclOperation.ALL, acl.AclPermissionType.ALLOW))
                         for rtype in (acl.ResourceType.TOPIC, acl.ResourceType.GROUP)]
             bindings += [acl.AclBinding(acl.ResourcePattern(acl.ResourceType.CLUSTER, acl.CLUSTER_NAME, acl.PatternType.LITERAL),
@@ -173,52 +173,21 @@ def test_a_token_made_with_the_command_logs_kafka_python_in_as_its_owner(sb: Sec
     assert made.returncode == 0, made.stderr
     token = json.loads(made.stdout)
     assert token["owner"] == f"User:{OWNER[0]}"
-    kw: dict[str, Any] = {"bootstrap_servers": sb.address("SASL_PLAINTEXT"), "security_protocol": "SASL_PLAINTEXT",
-                          "sasl_mechanism": "SCRAM-SHA-256", "sasl_plain_username": token["token_id"],
-                          "sasl_plain_password": token["hmac"]}
-    topic, group = fresh(), fresh()
+    as_token = ("SCRAM-SHA-256", token["token_id"], token["hmac"], False)
     with kafka_python_token_login():
-        producer = KafkaProducer(**kw)
-        try:
-            for r in RECORDS:
-                producer.send(topic, r).get(WAIT_S)  # auto-created: the owner may CREATE tok- topics
-            # The owner's ACLs and nothing more: no WRITE on other topics.
+        # Admin's CreateTopics, a producer, a committing group: the owner's ACLs on sec- topics and groups.
+        roundtrip_kafka_python(sb, "SASL_PLAINTEXT", as_token)
+        producer = KafkaProducer(**kafka_python_kwargs(sb, "SASL_PLAINTEXT", as_token))
+        try:  # and nothing more: no WRITE elsewhere
             with pytest.raises(TopicAuthorizationFailedError):
                 producer.send(fresh("secret-"), b"x").get(WAIT_S)
         finally:
             producer.close()
-        consumer = KafkaConsumer(topic, group_id=group, auto_offset_reset="earliest",
-                                 consumer_timeout_ms=int(WAIT_S * 1000), **kw)
-        try:
-            got = [m.value for _, m in zip(RECORDS, consumer, strict=False)]
-            consumer.commit()
-        finally:
-            consumer.close()
-    assert got == RECORDS
 
 
 def test_confluent_kafka_logs_in_with_a_token_through_sofakafkas_opt_in(sb: SecureBroker) -> None:
     token = create_token(sb)
-    conf = {"bootstrap.servers": sb.address("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": token.token_id, "sasl.password": secret(token)}
-    topic, group = fresh(), fresh()
-    producer = Producer(conf)
-    for r in RECORDS:
-        producer.produce(topic, r)
-    assert producer.flush(WAIT_S) == 0
-    consumer = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.monotonic() + WAIT_S
-    try:
-        while len(got) < len(RECORDS) and time.monotonic() < deadline:
-            m = consumer.poll(0.5)
-            if m is not None:
-                assert m.error() is None, m.error()
-                got.append(m.value())
-    finally:
-        consumer.close()
-    assert got == RECORDS
+    roundtrip_confluent(sb, "SASL_PLAINTEXT", ("SCRAM-SHA-512", token.token_id, secret(token), False))
 
 
 @pytest.mark.parametrize("java_client", CLIENT_VERSIONS)
@@ -229,8 +198,8 @@ def test_kafkas_java_clients_log_in_with_tokenauth_in_their_jaas_config(java_cli
     config = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",
               "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
                                   f'username="{token.token_id}" password="{secret(token)}" tokenauth="true";'}
-    result = scenario_jvms[java_client].run("consumer.commit", sb.address("SASL_PLAINTEXT"), topic=f"tok-java-{tag}",
-                                            group=f"tok-java-g-{tag}", clientConfig=config)
+    result = scenario_jvms[java_client].run("consumer.commit", sb.address("SASL_PLAINTEXT"), topic=f"sec-java-{tag}",
+                                            group=f"sec-java-g-{tag}", clientConfig=config)
     assert result["resumedAt"] == 15
 
 
