@@ -37,7 +37,13 @@ from kafka.errors import TopicAuthorizationFailedError
 from kafka.net import sasl as kafka_python_sasl
 from kafka.net.sasl.scram import SaslMechanismScram
 
-from sofakafka.client import AuthenticationError, DelegationToken, KafkaClient
+from sofakafka.client import (
+    AlterConfigOp,
+    AuthenticationError,
+    ConfigResourceType,
+    DelegationToken,
+    KafkaClient,
+)
 from sofakafka.client.security import ClientSecurity
 from sofakafka.protocol import acl
 from sofakafka.protocol.errors import ErrorCode, KafkaError
@@ -63,7 +69,7 @@ OTHER = ("tokother", "other-secret")
 WAIT_S = 30.0  # bounds on waiting, not timing assertions
 
 
-def login(sb: SecureBroker, user: tuple[str, str], mechanism: str = "SCRAM-SHA-256") -> ClientSecurity:
+def login(user: tuple[str, str], mechanism: str = "SCRAM-SHA-256") -> ClientSecurity:
     return ClientSecurity("SASL_PLAINTEXT", None, mechanism, *user)
 
 
@@ -86,8 +92,6 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
     with running_secure_broker(tmp_path_factory.mktemp("tokens"), extra, plaintext=True) as sb:
         admin_login = ClientSecurity("SASL_PLAINTEXT", None, "PLAIN", *ADMIN)
         with client(sb, admin_login) as admin:
-            from sofakafka.client import AlterConfigOp, ConfigResourceType
-
             for name, password in (OWNER, RENEWER, OTHER):
                 results = admin.incremental_alter_configs({(ConfigResourceType.USER, name): [
                     (m, AlterConfigOp.SET, make_credential(m, password).to_kafka_string())
@@ -114,7 +118,7 @@ def sb(secured: SecureBroker) -> Iterator[SecureBroker]:
 
 def create_token(sb: SecureBroker, user: tuple[str, str] = OWNER, *, renewers: tuple[str, ...] = (),
                  max_lifetime_ms: int = -1) -> DelegationToken:
-    with client(sb, login(sb, user)) as c:
+    with client(sb, login(user)) as c:
         return c.create_delegation_token(renewers, max_lifetime_ms)
 
 
@@ -231,10 +235,10 @@ def test_kafkas_delegation_token_command_manages_tokens_on_sofakafka(sb: SecureB
 
 def test_renewers_renew_others_may_not_and_an_expired_token_is_refused_at_the_login(sb: SecureBroker) -> None:
     token = create_token(sb, renewers=(f"User:{RENEWER[0]}",), max_lifetime_ms=3_600_000)
-    with client(sb, login(sb, RENEWER)) as renewer:
+    with client(sb, login(RENEWER)) as renewer:
         expiry = renewer.renew_delegation_token(token.hmac, 600_000)
         assert token.issue_timestamp + 600_000 <= expiry <= token.max_timestamp
-    with client(sb, login(sb, OTHER)) as other:
+    with client(sb, login(OTHER)) as other:
         with pytest.raises(KafkaError) as refused:
             other.renew_delegation_token(token.hmac, 600_000)
         assert refused.value.code == ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH
@@ -242,7 +246,7 @@ def test_renewers_renew_others_may_not_and_an_expired_token_is_refused_at_the_lo
             other.expire_delegation_token(b"\x01" * 64, -1)
         assert unknown.value.code == ErrorCode.DELEGATION_TOKEN_NOT_FOUND
     assert logs_in(sb, token)
-    with client(sb, login(sb, OWNER)) as owner:
+    with client(sb, login(OWNER)) as owner:
         (described,) = [t for t in owner.describe_delegation_tokens() if t.token_id == token.token_id]
         assert described.expiry_timestamp == expiry and described.renewers == (f"User:{RENEWER[0]}",)
         owner.expire_delegation_token(token.hmac, -1)
@@ -257,7 +261,7 @@ def test_renewers_renew_others_may_not_and_an_expired_token_is_refused_at_the_lo
         time.sleep(0.2)
     line = wait_for_log(sb, f"delegation token '{short.token_id}': ")
     assert "expired" in line or "no such delegation token" in line, line
-    with client(sb, login(sb, OWNER)) as owner:
+    with client(sb, login(OWNER)) as owner:
         deadline = time.monotonic() + WAIT_S
         while short.token_id in {t.token_id for t in owner.describe_delegation_tokens()}:
             assert time.monotonic() < deadline, "the expiry scan did not remove the token"
@@ -270,7 +274,7 @@ def test_renewers_renew_others_may_not_and_an_expired_token_is_refused_at_the_lo
 
 def test_describe_shows_owned_and_renewable_tokens_and_others_with_describe_on_the_token(sb: SecureBroker) -> None:
     mine = create_token(sb, renewers=(f"User:{RENEWER[0]}",))
-    with client(sb, login(sb, OTHER)) as other:
+    with client(sb, login(OTHER)) as other:
         assert mine.token_id not in {t.token_id for t in other.describe_delegation_tokens()}
         with client(sb, ClientSecurity("SASL_PLAINTEXT", None, "PLAIN", *ADMIN)) as admin:
             for r in admin.create_acls([acl.AclBinding(
@@ -284,7 +288,7 @@ def test_describe_shows_owned_and_renewable_tokens_and_others_with_describe_on_t
             assert time.monotonic() < deadline
             time.sleep(0.1)
         assert other.describe_delegation_tokens([]) == []  # an empty owner list: none
-    with client(sb, login(sb, RENEWER)) as renewer:
+    with client(sb, login(RENEWER)) as renewer:
         seen = renewer.describe_delegation_tokens([f"User:{RENEWER[0]}"])
         assert mine.token_id in {t.token_id for t in seen}
         assert renewer.describe_delegation_tokens([f"User:{OTHER[0]}"]) == []
