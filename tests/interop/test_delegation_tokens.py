@@ -37,6 +37,7 @@ from kafka.errors import TopicAuthorizationFailedError
 from kafka.net import sasl as kafka_python_sasl
 from kafka.net.sasl.scram import SaslMechanismScram
 
+from sofakafka import cli
 from sofakafka.client import (
     AlterConfigOp,
     AuthenticationError,
@@ -187,6 +188,30 @@ def test_a_token_made_with_the_command_logs_kafka_python_in_as_its_owner(sb: Sec
                 producer.send(fresh("secret-"), b"x").get(WAIT_S)
         finally:
             producer.close()
+
+
+def test_the_command_renews_describes_and_expires_and_says_why_a_plaintext_request_is_refused(
+        sb: SecureBroker, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "owner.properties"
+    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
+                      "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+                      f'username="{OWNER[0]}" password="{OWNER[1]}";\n')
+    token = create_token(sb, renewers=(f"User:{RENEWER[0]}",))
+    common = ["--bootstrap-server", sb.address("SASL_PLAINTEXT"), "--command-config", str(config)]
+    capsys.readouterr()
+    assert cli.main(["tokens", "--renew", "--hmac", secret(token), "--renew-time-period", "120000", "--json",
+                     *common]) == 0
+    expiry = json.loads(capsys.readouterr().out)["expiry_timestamp"]
+    assert cli.main(["tokens", "describe", "--owner-principal", f"User:{RENEWER[0]}", *common]) == 0
+    described = capsys.readouterr().out
+    assert "Total number of tokens : " in described and token.token_id in described and secret(token) in described
+    assert cli.main(["tokens", "describe", "--json", *common]) == 0
+    (mine,) = [t for t in json.loads(capsys.readouterr().out) if t["token_id"] == token.token_id]
+    assert (mine["expiry_timestamp"], mine["renewers"]) == (expiry, [f"User:{RENEWER[0]}"])
+    assert cli.main(["tokens", "expire", "--hmac", secret(token), "--expiry-time-period", "-1", *common]) == 0
+    assert "Completed expire operation" in capsys.readouterr().out
+    assert cli.main(["tokens", "describe", "--bootstrap-server", sb.address("PLAINTEXT")]) == 1
+    assert "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED: token requests need a SASL login" in capsys.readouterr().err
 
 
 def test_confluent_kafka_logs_in_with_a_token_through_sofakafkas_opt_in(sb: SecureBroker) -> None:
