@@ -88,6 +88,7 @@ from sofakafka.protocol.messages.stop_replica import StopReplicaResponse
 from sofakafka.security.authorizer import AclAuthorizer
 from sofakafka.security.quotas import QuotaTable
 from sofakafka.security.store import SecurityMetadata
+from sofakafka.security.token_manager import DelegationTokenManager
 from sofakafka.storage.cleaner import LogCleaner
 from sofakafka.storage.config import LogConfig
 from sofakafka.storage.errors import InvalidLogConfigError
@@ -232,6 +233,11 @@ class Broker:
     def security_metadata(self) -> SecurityMetadata | None:
         """SCRAM users and ACLs in the metadata tree (None until the broker has opened its store)."""
         return self.security.metadata
+
+    @property
+    def delegation_tokens(self) -> DelegationTokenManager | None:
+        """Delegation tokens (None without ``delegation.token.master.key`` or before the store is open)."""
+        return self.security.tokens
 
     def _quota_table(self) -> QuotaTable:
         metadata = self.security.metadata
@@ -828,6 +834,17 @@ class Broker:
             self._every("log cleaner", config.get_int("log.cleaner.backoff.ms"), lm.clean_compacted_logs)
         self._periodic.append(asyncio.get_running_loop().create_task(self._sweep_filtered_groups(),
                                                                      name="filtered-group members"))
+        tokens = self.security.tokens
+        if tokens is not None:
+            node = self.node
+
+            def expire_tokens() -> None:
+                # Kafka's controller runs the scan; the other brokers learn each removal from its notification.
+                if node.controller.is_active:
+                    tokens.expire_tokens()
+
+            self._every("delegation token expiry", config.get_int("delegation.token.expiry.check.interval.ms"),
+                        expire_tokens)
 
     async def _sweep_filtered_groups(self) -> None:
         """Members of filtered groups that left by session expiry are dropped from what fetches are matched

@@ -366,6 +366,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             client_host=self.peer[0],
             client_port=self.peer[1],
             principal=sasl.principal or ANONYMOUS if sasl is not None else self.principal,
+            token_authenticated=sasl is not None and sasl.token_authenticated,
             connection_state=self._connection_state,
             close_connection=self.close_for,
             request_size=len(frame) + 4,

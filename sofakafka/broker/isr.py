@@ -104,6 +104,7 @@ class IsrManager:
 
     def _start_write(self, part: Partition, new_isr: list[int]) -> None:
         part.isr_update_in_flight = True
+        part.pending_isr = list(new_isr)
         task = asyncio.get_running_loop().create_task(self._write_isr(part, new_isr))
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
@@ -151,6 +152,7 @@ class IsrManager:
                 self._rm.produce_purgatory.check_and_complete(part.tp)
         finally:
             part.isr_update_in_flight = False
+            part.pending_isr = None
 
     async def _propagate(self) -> None:
         if not self._pending_notifications:

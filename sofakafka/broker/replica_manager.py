@@ -145,6 +145,10 @@ class Partition:
         self.zk_version = -1
         self.controller_epoch = -1
         self.isr_update_in_flight = False
+        # The ISR an update in flight is writing (None when none is): until it is known to have failed, a replica
+        # it adds already counts for the high watermark (KIP-497's "maximal ISR"), because the controller may
+        # read it from ZooKeeper and elect that replica before the write's answer reaches us.
+        self.pending_isr: list[int] | None = None
         # KIP-890-style verification guards: producer id -> the token a produce took before asking the transaction
         # coordinator whether this partition is in its transaction. A marker for the producer removes it, so a
         # batch verified before its transaction ended (and appended after the marker) is refused, not left hanging.
@@ -198,11 +202,20 @@ class Partition:
                                    0)
         return end >= self.log.high_watermark and end >= current_epoch_start
 
+    @property
+    def maximal_isr(self) -> list[int]:
+        """The ISR and any replica an update in flight adds to it: the replicas that may be elected leader."""
+        if self.pending_isr is None:
+            return self.isr
+        return self.isr + [r for r in self.pending_isr if r not in self.isr]
+
     def maybe_increment_high_watermark(self) -> bool:
-        """HW = the smallest log end offset of the in-sync replicas (the leader's own is its log's)."""
+        """HW = the smallest log end offset of the replicas of the maximal ISR (the leader's own is its log's):
+        a replica being added to the ISR holds the HW back from the moment its addition is written, so when it
+        is elected it has every record a producer or consumer was told is committed."""
         leo = self.log.log_end_offset
         new_hw = leo
-        for replica in self.isr:
+        for replica in self.maximal_isr:
             if replica != self.broker_id:
                 new_hw = min(new_hw, self.follower_log_end_offsets.get(replica, 0))
         return self.log.maybe_increment_high_watermark(new_hw) is not None

@@ -18,6 +18,7 @@ from sofakafka.protocol.messages.alter_partition_reassignments import AlterParti
 from sofakafka.protocol.messages.alter_replica_log_dirs import AlterReplicaLogDirsRequest
 from sofakafka.protocol.messages.api_versions import ApiVersionsRequest
 from sofakafka.protocol.messages.create_acls import CreateAclsRequest
+from sofakafka.protocol.messages.create_delegation_token import CreateDelegationTokenRequest
 from sofakafka.protocol.messages.create_partitions import CreatePartitionsRequest
 from sofakafka.protocol.messages.create_topics import CreateTopicsRequest
 from sofakafka.protocol.messages.delete_acls import DeleteAclsRequest
@@ -27,10 +28,12 @@ from sofakafka.protocol.messages.delete_topics import DeleteTopicsRequest
 from sofakafka.protocol.messages.describe_acls import DescribeAclsRequest
 from sofakafka.protocol.messages.describe_client_quotas import DescribeClientQuotasRequest
 from sofakafka.protocol.messages.describe_configs import DescribeConfigsRequest
+from sofakafka.protocol.messages.describe_delegation_token import DescribeDelegationTokenRequest
 from sofakafka.protocol.messages.describe_groups import DescribeGroupsRequest
 from sofakafka.protocol.messages.describe_log_dirs import DescribeLogDirsRequest
 from sofakafka.protocol.messages.elect_leaders import ElectLeadersRequest
 from sofakafka.protocol.messages.end_txn import EndTxnRequest
+from sofakafka.protocol.messages.expire_delegation_token import ExpireDelegationTokenRequest
 from sofakafka.protocol.messages.fetch import FetchRequest
 from sofakafka.protocol.messages.find_coordinator import FindCoordinatorRequest
 from sofakafka.protocol.messages.heartbeat import HeartbeatRequest
@@ -47,6 +50,7 @@ from sofakafka.protocol.messages.offset_delete import OffsetDeleteRequest
 from sofakafka.protocol.messages.offset_fetch import OffsetFetchRequest
 from sofakafka.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
 from sofakafka.protocol.messages.produce import ProduceRequest
+from sofakafka.protocol.messages.renew_delegation_token import RenewDelegationTokenRequest
 from sofakafka.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from sofakafka.protocol.messages.sasl_handshake import SaslHandshakeRequest
 from sofakafka.protocol.messages.sync_group import SyncGroupRequest
@@ -982,6 +986,40 @@ def delete_acls_without_authorizer(s: Session, versions: range) -> None:
     for v in versions:
         s.call("no authorizer", DeleteAclsRequest(filters=[
             DeleteAclsRequest.DeleteAclsFilter(**acl_filter(v))]), v)
+
+
+# Delegation tokens over PLAINTEXT: every request is refused (DELEGATION_TOKEN_REQUEST_NOT_ALLOWED) before anything
+# else is looked at; tests/conformance/test_security_conformance.py compares them over SASL.
+@scenario(ApiKey.CREATE_DELEGATION_TOKEN)
+def create_delegation_token_without_sasl(s: Session, versions: range) -> None:
+    R = CreateDelegationTokenRequest.CreatableRenewers
+    for v in versions:
+        s.call("on a PLAINTEXT listener", CreateDelegationTokenRequest(
+            renewers=[R(principal_type="User", principal_name="bob")], max_lifetime_ms=-1), v)
+        s.call("a renewer that is not a user, on a PLAINTEXT listener", CreateDelegationTokenRequest(
+            renewers=[R(principal_type="Group", principal_name="g")], max_lifetime_ms=1000), v)
+
+
+@scenario(ApiKey.RENEW_DELEGATION_TOKEN)
+def renew_delegation_token_without_sasl(s: Session, versions: range) -> None:
+    for v in versions:
+        s.call("on a PLAINTEXT listener", RenewDelegationTokenRequest(hmac=b"\1" * 64, renew_period_ms=-1), v)
+
+
+@scenario(ApiKey.EXPIRE_DELEGATION_TOKEN)
+def expire_delegation_token_without_sasl(s: Session, versions: range) -> None:
+    for v in versions:
+        s.call("on a PLAINTEXT listener", ExpireDelegationTokenRequest(hmac=b"", expiry_time_period_ms=-1), v)
+
+
+@scenario(ApiKey.DESCRIBE_DELEGATION_TOKEN)
+def describe_delegation_token_without_sasl(s: Session, versions: range) -> None:
+    O = DescribeDelegationTokenRequest.DescribeDelegationTokenOwner  # noqa: E741 - Kafka's name, shortened
+    for v in versions:
+        s.call("every owner, on a PLAINTEXT listener", DescribeDelegationTokenRequest(owners=None), v)
+        s.call("no owner, on a PLAINTEXT listener", DescribeDelegationTokenRequest(owners=[]), v)
+        s.call("one owner, on a PLAINTEXT listener", DescribeDelegationTokenRequest(
+            owners=[O(principal_type="User", principal_name="alice")]), v)
 
 
 # Keys a scenario of another key covers: the groups' life cycle covers the other group APIs, the offsets

@@ -196,6 +196,12 @@ def test_the_console_shows_what_its_sasl_users_acls_allow(page: Page, secured: S
 
 
 def test_a_client_with_write_on_the_audit_topic_cannot_pose_as_the_audit_writer(secured: SecureBroker) -> None:
+    # The broker creates the audit topic with the first audited produce; until then a produce to it is refused
+    # for want of CREATE (TOPIC_AUTHORIZATION_FAILED), whoever sends it. So this test does not rely on an
+    # earlier one having produced: it produces, and waits for the topic.
+    _produce_as_app(secured, 1)
+    wait_for("the broker to create the produce audit topic",
+             lambda: secured.sofakafka("topics", "describe", "--topic", AUDIT_TOPIC, check=False).returncode == 0)
     producer = _app_producer(secured, AUDIT_WRITER_CLIENT_ID)
     errors: list[object] = []
     producer.produce(AUDIT_TOPIC, key=b"forged", value=b"{}", partition=0,

@@ -215,6 +215,59 @@ def test_an_isr_write_on_a_stale_znode_version_changes_nothing(
     run(scenario, tmp_path, store, lag_ms=50)
 
 
+class GatedWrites:
+    """run_blocking for the IsrManager that holds every ISR write until the test opens the gate, so the test can
+    act while an expansion is written to ZooKeeper but its answer has not reached the leader."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.started = 0
+
+    async def __call__(self, fn: Callable[[], T]) -> T:
+        self.started += 1
+        await self.gate.wait()
+        return await asyncio.get_running_loop().run_in_executor(None, fn)
+
+
+@pytest.mark.parametrize("write_succeeds", [True, False])
+def test_a_replica_being_added_to_the_isr_holds_the_high_watermark_until_the_write_is_answered(
+        tmp_path: Path, store: MetadataStore, clock: Clock, write_succeeds: bool) -> None:
+    """The leader of [0] adds follower 1 once it reaches the HW; while that write is in flight the controller may
+    already elect 1 from ZooKeeper, so records appended meanwhile must not become visible to consumers (or be
+    acknowledged) beyond what 1 has: they would be lost when 1 takes over (chaos seed 5029 lost a read record)."""
+    async def scenario(h: Harness) -> None:
+        gated = GatedWrites()
+        h.isr._run_blocking = gated
+        part = await h.lead(isr=(0,))
+        await h.produce(3, acks=1)
+        assert part.log.high_watermark == 3
+        await h.follower_fetch(1, 3)  # caught up with the HW: the expansion to [0, 1] starts, and waits
+        assert gated.started == 1 and part.isr_update_in_flight
+        await h.produce(2, acks=1)
+        assert part.log.log_end_offset == 5
+        assert part.log.high_watermark == 3  # held at what replica 1 has
+        [r] = await h.rm.fetch_messages(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20,
+                                        isolation_level=0, partitions=[FetchPartitionRequest(TOPIC, 0, 3, 1 << 20)])
+        assert (r.high_watermark, len(r.records)) == (3, 0)  # a consumer sees nothing past it
+        await h.follower_fetch(1, 4)
+        assert part.log.high_watermark == 4
+        if not write_succeeds:
+            # The controller wrote the state znode meanwhile: the expansion fails and 1 counts no longer.
+            h.store.set(h.state_path, PartitionState(LEADER, 0, 1, (0,)).encode())
+        gated.gate.set()
+        await _settle(h)
+        if write_succeeds:
+            assert h.znode()[0].isr == (0, 1) and part.isr == [0, 1]
+            assert part.log.high_watermark == 4
+            await h.follower_fetch(1, 5)
+        else:
+            assert part.isr == [0] and part.pending_isr is None
+            part.maybe_increment_high_watermark()
+        assert part.log.high_watermark == 5
+
+    run(scenario, tmp_path, store, min_isr=1)
+
+
 def test_a_shrink_below_min_insync_replicas_fails_waiting_acks_all(
         tmp_path: Path, store: MetadataStore, clock: Clock) -> None:
     async def scenario(h: Harness) -> None:
