@@ -24,8 +24,17 @@ are remembered as offline (a re-create refuses with KAFKA_STORAGE_ERROR rather t
 another directory). Listeners (the replica manager) hear which partitions went. Nothing is written to an
 offline directory again until the broker restarts, when its logs are recovered like after a crash.
 
+Moves between log directories (AlterReplicaLogDirs, KIP-113): ``alter_replica_log_dir`` creates a *future
+replica* of a partition in the dir asked for (``<tp>.<id>-future``) and pauses compaction of its log; the
+manager's ``LogDirMover`` (log_mover.py) fills it and calls ``complete_move``, which swaps it in under the log's
+lock and renames the old dir ``-delete`` (removed after ``file.delete.delay.ms`` by ``delete_due_logs``). A
+partition not here yet gets the dir remembered for its creation. Future replicas are checkpointed with their dir
+(recovery point, log start; not the high watermark), flushed, loaded and resumed at start-up; one without a
+current log is the end of an interrupted swap and becomes the log. ``delete_log`` deletes the future replica
+first, so that cannot be confused with a deletion.
+
 Threading: the log map is guarded by a lock; any thread may call any method. Per-log work is serialised by
-each Log's own lock.
+each Log's own lock; a swap holds the manager's lock, then the current log's, then the future replica's.
 """
 
 from __future__ import annotations
