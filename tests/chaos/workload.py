@@ -1,23 +1,39 @@
-"""The clients of a chaos run: idempotent acks=all producers and consumers, each recording into the history.
+"""The clients of a chaos run: idempotent acks=all producers, transactional producers and consumers, each
+recording into the history.
 
 Producers are librdkafka (confluent-kafka) with ``enable.idempotence``: every value is ``<instance>:<seq>``, sent to
 partition ``seq % partitions``, an ``invoke`` recorded before the send and ``ok`` (with the offset the broker
 acknowledged) or ``info`` (librdkafka gave up or cannot tell) from the delivery report. A producer that hits a
 fatal error (librdkafka's idempotence guard) is replaced by a new instance with a new name, so that the order
-check only compares values of one instance. Consumers read every partition from the start (assigned, no group)
-and record what each poll returned. The final read, once the cluster is whole again, reads each partition from
-its first offset to its high watermark with sofakafka's own client.
+check only compares values of one instance.
+
+Transactional producers (``TransactionalProducerWorker``) are librdkafka with a ``transactional.id`` and write the
+same kind of values into the same topic, several to every partition per transaction, and then commit, or abort
+on purpose now and then. They handle errors as librdkafka's transactional API asks of an application: a retriable error retries the call, an abortable one aborts the transaction, a fatal one (the
+producer fenced: its epoch bumped by the coordinator's timeout or by another instance) replaces the instance by
+a new one with the same ``transactional.id``, whose ``init_transactions`` fences the old one and aborts whatever
+it left open. Each instance has its own name, each transaction an id ``<instance>/<n>``, and the history has the
+transaction's ``begin``, its sends (with ``txn``), ``commit`` (``invoke``, then ``ok``, ``fail`` when librdkafka
+says it must be aborted, ``info`` when it cannot tell) and ``abort`` (``invoke`` with a reason, ``ok`` or
+``info``).
+
+Consumers read every partition from the start (assigned, no group), read_uncommitted or read_committed, and
+record what each poll returned. The final read, once the cluster is whole again, reads each partition from its
+first offset to its high watermark with sofakafka's own client, and with transactions also to its last stable
+offset with a read_committed librdkafka consumer.
 """
 
 from __future__ import annotations
 
+import functools
+import random
 import threading
 import time
 from collections.abc import Callable
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from sofakafka.client import KafkaClient
+from sofakafka.client import READ_COMMITTED, KafkaClient
 from tests.chaos.history import History
 
 # Client settings tuned for faults that last seconds: give up on a send only after two minutes (librdkafka then
@@ -103,11 +119,234 @@ class ProducerWorker(threading.Thread):
         return report
 
 
+# A transaction that outlives 20 s (a fault longer than that in its path) is aborted by its coordinator, which
+# fences the producer: the chaos run then sees timeouts' aborts and fencing too, not only the faults'. librdkafka
+# wants message.timeout.ms <= transaction.timeout.ms.
+TRANSACTIONAL_SETTINGS: dict[str, object] = {
+    **PRODUCER_SETTINGS,
+    "transaction.timeout.ms": 20_000,
+    "message.timeout.ms": 20_000,
+}
+CALL_TIMEOUT_S = 30.0  # one init/commit/abort call
+RETRY_FOR_S = 90.0  # retriable errors of one call, before the application gives up on it
+
+
+class Fatal(Exception):
+    """The instance cannot go on (fenced, or a call that kept failing): a new one takes its transactional.id."""
+
+
+class TransactionalProducerWorker(threading.Thread):
+    """Transactions of ``size`` records (``seq % partitions``, so several to each partition) at ``rate`` a second,
+    a fraction ``abort_ratio`` of them aborted on purpose, until ``stop``; the transaction open then is ended
+    (committed or aborted) before the thread returns."""
+
+    def __init__(self, index: int, bootstrap: Callable[[], str], topic: str, partitions: int, history: History,
+                 rate: float, stop: threading.Event, *, size: int = 6, abort_ratio: float = 0.25,
+                 seed: int = 1) -> None:
+        super().__init__(name=f"chaos-txn-producer-{index}", daemon=True)
+        self.index = index
+        self.transactional_id = f"chaos-txn-{index}"
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.partitions = partitions
+        self.history = history
+        self.rate = rate
+        self.stop = stop
+        self.size = size
+        self.abort_ratio = abort_ratio
+        self.rng = random.Random(seed * 1000 + index)
+        self.instances = 0
+        self.ready = threading.Event()  # the first instance has its producer id
+        self.outcomes: dict[str, int] = {}
+        self.errors: list[str] = []
+        self._producer: Producer | None = None
+        self._name = ""
+        self._seq = 0
+        self._txns = 0
+        self._fatal = threading.Event()
+
+    # -- instances -------------------------------------------------------------------------------------------
+    def _new_instance(self) -> None:
+        """Drop the current instance (if any) and start one that fences it: ``init_transactions`` bumps the
+        epoch of the transactional id, and aborts the transaction the old instance left open."""
+        if self._producer is not None:
+            self._producer.flush(1)  # delivery reports it already has; the rest stay invoked (indeterminate)
+            self._producer = None
+        failures = 0
+        while True:
+            self.instances += 1
+            name = f"t{self.index}.{self.instances}"
+            producer = Producer({"bootstrap.servers": self.bootstrap(), "client.id": name,
+                                 "transactional.id": self.transactional_id, **TRANSACTIONAL_SETTINGS})
+            self.history.record(name, "invoke", "init")
+            try:
+                self._retrying(functools.partial(producer.init_transactions, CALL_TIMEOUT_S))
+            except (KafkaException, Fatal) as exc:
+                self.history.record(name, "fail", "init", error=_error_text(exc))
+                self.errors.append(f"{name}: init_transactions: {_error_text(exc)}")
+                failures += 1
+                if failures >= 10:
+                    raise Fatal(f"{failures} instances in a row could not init: {_error_text(exc)}") from exc
+                time.sleep(1)
+                continue
+            self.history.record(name, "ok", "init")
+            self._producer, self._name, self._seq, self._txns = producer, name, 0, 0
+            self._fatal.clear()
+            self.ready.set()
+            return
+
+    def _retrying(self, call: Callable[[], object]) -> None:
+        """``call`` again while librdkafka says its error is retriable, for up to RETRY_FOR_S."""
+        deadline = time.monotonic() + RETRY_FOR_S
+        while True:
+            try:
+                call()
+                return
+            except KafkaException as exc:
+                error = exc.args[0]
+                if not (isinstance(error, KafkaError) and error.retriable()):
+                    raise
+                if time.monotonic() > deadline:
+                    raise Fatal(f"still retriable after {RETRY_FOR_S:.0f} s: {error}") from exc
+
+    # -- one transaction -------------------------------------------------------------------------------------
+    def run(self) -> None:
+        try:
+            self._new_instance()
+            interval = 1.0 / self.rate
+            next_txn = time.monotonic()
+            while not self.stop.is_set():
+                self._transaction()
+                next_txn += interval
+                delay = next_txn - time.monotonic()
+                if delay > 0:
+                    self.stop.wait(delay)
+                else:
+                    next_txn = time.monotonic()
+        except (KafkaException, Fatal) as exc:
+            self.errors.append(f"{self._name}: gave up: {_error_text(exc)}")
+        finally:
+            if self._producer is not None:
+                left = self._producer.flush(30)
+                if left:
+                    self.errors.append(f"{self._name}: {left} sends never reported after the final flush")
+
+    def _transaction(self) -> None:
+        assert self._producer is not None
+        producer, name = self._producer, self._name
+        self._txns += 1
+        txn = f"{name}/{self._txns}"
+        try:
+            producer.begin_transaction()
+        except KafkaException as exc:
+            self.history.record(name, "fail", "begin", txn=txn, error=_error_text(exc))
+            self._end_after_error(txn, exc.args[0])
+            return
+        self.history.record(name, "ok", "begin", txn=txn)
+        for _ in range(self.size):
+            value = f"{name}:{self._seq}"
+            partition = self._seq % self.partitions
+            self._seq += 1
+            self.history.record(name, "invoke", "send", value=value, partition=partition, txn=txn)
+            try:
+                producer.produce(self.topic, value.encode(), partition=partition,
+                                 on_delivery=self._reporter(name, txn, value, partition))
+            except BufferError:
+                self.history.record(name, "fail", "send", value=value, partition=partition, txn=txn,
+                                    error="queue full")
+            except KafkaException as exc:  # the transaction is in an error state: it cannot commit
+                self.history.record(name, "fail", "send", value=value, partition=partition, txn=txn,
+                                    error=_error_text(exc))
+                self._end_after_error(txn, exc.args[0])
+                return
+            producer.poll(0)
+        if self._fatal.is_set():
+            self._fenced(txn, "a delivery report said the producer is fenced")
+        elif self.rng.random() < self.abort_ratio:
+            # Written first, so the log holds the aborted records that read_committed readers must skip (an abort
+            # of records still queued only drops them from the queue).
+            producer.flush(CALL_TIMEOUT_S)
+            self._abort(txn, "on purpose")
+        else:
+            self._commit(txn)
+
+    def _commit(self, txn: str) -> None:
+        assert self._producer is not None
+        producer, name = self._producer, self._name
+        self.history.record(name, "invoke", "commit", txn=txn)
+        try:
+            self._retrying(functools.partial(producer.commit_transaction, CALL_TIMEOUT_S))
+        except KafkaException as exc:
+            error = exc.args[0]
+            if isinstance(error, KafkaError) and error.txn_requires_abort():
+                # librdkafka's word: not committed, the application must abort (a send failed, or the
+                # coordinator refused the commit).
+                self.history.record(name, "fail", "commit", txn=txn, error=str(error))
+                self._abort(txn, "the commit failed")
+            else:
+                self.history.record(name, "info", "commit", txn=txn, error=str(error))
+                self._fenced(txn, str(error))
+        except Fatal as exc:
+            self.history.record(name, "info", "commit", txn=txn, error=str(exc))
+            self._fenced(txn, str(exc))
+        else:
+            self.history.record(name, "ok", "commit", txn=txn)
+            self._count("committed")
+
+    def _abort(self, txn: str, reason: str) -> None:
+        assert self._producer is not None
+        producer, name = self._producer, self._name
+        self.history.record(name, "invoke", "abort", txn=txn, reason=reason)
+        try:
+            self._retrying(functools.partial(producer.abort_transaction, CALL_TIMEOUT_S))
+        except (KafkaException, Fatal) as exc:
+            self.history.record(name, "info", "abort", txn=txn, error=_error_text(exc))
+            self._fenced(txn, f"the abort failed: {_error_text(exc)}")
+        else:
+            self.history.record(name, "ok", "abort", txn=txn)
+            self._count("aborted on purpose" if reason == "on purpose" else "aborted after an error")
+
+    def _end_after_error(self, txn: str, error: object) -> None:
+        if isinstance(error, KafkaError) and error.txn_requires_abort():
+            self._abort(txn, str(error))
+        else:
+            self._fenced(txn, str(error))
+
+    def _fenced(self, txn: str, why: str) -> None:
+        """Give the transactional id to a new instance, as an application must after a fatal error; what this
+        instance left open is aborted by the new one's init_transactions (or by the coordinator's timeout)."""
+        self.history.record(self._name, "info", "fenced", txn=txn, error=why)
+        self._count("left to the next instance")
+        self.errors.append(f"{self._name}: {why}")
+        self._new_instance()
+
+    def _count(self, outcome: str) -> None:
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+
+    def _reporter(self, name: str, txn: str, value: str,
+                  partition: int) -> Callable[[KafkaError | None, Message], None]:
+        def report(err: KafkaError | None, msg: Message) -> None:
+            if err is None:
+                self.history.record(name, "ok", "send", value=value, partition=msg.partition(), offset=msg.offset(),
+                                    txn=txn)
+            elif err.code() == KafkaError._PURGE_QUEUE:  # an abort dropped it before it was sent
+                self.history.record(name, "fail", "send", value=value, partition=partition, txn=txn, error=str(err))
+            else:
+                self.history.record(name, "info", "send", value=value, partition=partition, txn=txn, error=str(err))
+                if err.fatal():
+                    self._fatal.set()
+        return report
+
+
+def _error_text(exc: BaseException) -> str:
+    return str(exc.args[0]) if isinstance(exc, KafkaException) and exc.args else str(exc)
+
+
 class ConsumerWorker(threading.Thread):
     def __init__(self, index: int, bootstrap: Callable[[], str], topic: str, partitions: int, history: History,
                  stop: threading.Event, isolation: str = "read_uncommitted") -> None:
         super().__init__(name=f"chaos-consumer-{index}", daemon=True)
-        self.process = f"consumer-{index}"
+        self.process = f"consumer-{index}" if isolation == "read_uncommitted" else f"consumer-rc-{index}"
         self.bootstrap = bootstrap
         self.topic = topic
         self.partitions = partitions
@@ -121,14 +360,21 @@ class ConsumerWorker(threading.Thread):
             "bootstrap.servers": self.bootstrap(), "group.id": f"chaos-{self.process}-{time.monotonic_ns()}",
             "enable.auto.commit": False, "isolation.level": self.isolation, "socket.timeout.ms": 10_000,
             "reconnect.backoff.max.ms": 1000, "topic.metadata.refresh.interval.ms": 2000,
-            "enable.partition.eof": False, "log_level": 2,
+            # A position the broker calls out of range is an error to record, not a silent jump to the end (the
+            # default), which would hide records from the checker.
+            "auto.offset.reset": "error", "enable.partition.eof": False, "log_level": 2,
         })
         consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
         try:
             while not self.stop.is_set():
                 messages = consumer.consume(num_messages=500, timeout=0.5)
-                values = [[m.partition(), m.offset(), m.value().decode()] for m in messages
-                          if m.error() is None and m.value() is not None]
+                for m in messages:
+                    error = m.error()
+                    if error is not None and error.code() == KafkaError._AUTO_OFFSET_RESET:
+                        self.history.record(self.process, "info", "poll", partition=m.partition(), error=str(error),
+                                            isolation=self.isolation)
+                values = [[m.partition(), m.offset(), value.decode()] for m in messages
+                          if m.error() is None and (value := m.value()) is not None]
                 if values:
                     self.polled += len(values)
                     self.history.record(self.process, "ok", "poll", values=values, isolation=self.isolation)
@@ -156,3 +402,50 @@ def final_read(client: KafkaClient, topic: str, partitions: int, history: Histor
         history.record("final", "ok", "read", partition=p, values=values)
         total += len(values)
     return total
+
+
+def last_stable_offsets(client: KafkaClient, topic: str, partitions: int) -> dict[int, tuple[int, int]]:
+    """Each partition's (last stable offset, high watermark)."""
+    ends = dict.fromkeys(range(partitions), -1)
+    high = client.list_offsets(topic, ends)
+    stable = client.list_offsets(topic, ends, isolation_level=READ_COMMITTED)
+    return {p: (stable[p].offset, high[p].offset) for p in range(partitions)}
+
+
+def final_read_committed(bootstrap: str, topic: str, partitions: int, history: History,
+                         ends: dict[int, tuple[int, int]], timeout_s: float = 120.0) -> int:
+    """Every record a read_committed librdkafka consumer is given, from the first offset of each partition to
+    its end (librdkafka's partition EOF: the last stable offset), as ``read`` events with
+    ``isolation=read_committed``; ``ends`` (last stable offset and high watermark before the read) go with
+    them."""
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"chaos-final-{time.monotonic_ns()}",
+        "enable.auto.commit": False, "isolation.level": "read_committed", "enable.partition.eof": True,
+        "log_level": 2,
+    })
+    seen: dict[int, list[list[object]]] = {p: [] for p in range(partitions)}
+    at_end: set[int] = set()
+    deadline = time.monotonic() + timeout_s
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    try:
+        while len(at_end) < partitions:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"read_committed: only partitions {sorted(at_end)} of {topic} reached their "
+                                     f"end in {timeout_s:.0f} s")
+            for m in consumer.consume(num_messages=1000, timeout=0.5):
+                error, partition, value = m.error(), m.partition(), m.value()
+                assert partition is not None
+                if error is not None:
+                    if error.code() != KafkaError._PARTITION_EOF:
+                        raise AssertionError(f"read_committed of {topic}-{partition}: {error}")
+                    at_end.add(partition)
+                    continue
+                at_end.discard(partition)
+                seen[partition].append([m.offset(), value.decode() if value is not None else None])
+    finally:
+        consumer.close()
+    for p, values in seen.items():
+        stable, high = ends[p]
+        history.record("final", "ok", "read", partition=p, values=values, isolation="read_committed",
+                       last_stable_offset=stable, high_watermark=high)
+    return sum(len(v) for v in seen.values())
