@@ -15,10 +15,12 @@ is read from its first offset to its end. Against it:
 - **divergent**: a consumer polled value V at (partition, offset) while the final read has something else
   there: a read that was later truncated away, i.e. a consumer saw data above the high watermark.
 
-With transactional producers (``begin``, ``send`` with ``txn``, ``commit``, ``abort`` events) each transaction has an
-outcome: *committed* (its ``commit`` returned ``ok``), *aborted* (its commit was never asked for, its commit
-``fail``ed — librdkafka's word that it did not commit — or its ``abort`` returned ``ok``) or *indeterminate* (its
-commit could not be judged and no abort succeeded). Its records are the sends it made, less those refused at the
+With transactional producers (``init``, ``begin``, ``send`` with ``txn``, ``commit``, ``abort`` events) each
+transaction has an outcome: *committed* (its ``commit`` returned ``ok``), *aborted* (its commit was never asked
+for, its commit ``fail``ed — librdkafka's word that it did not commit — its ``abort`` returned ``ok``, or its
+commit was asked for only after a newer instance of its transactional id had finished ``init``: that init fenced
+the producer and aborted its open transaction, so a commit ``ok`` then is itself a problem) or *indeterminate*
+(its commit could not be judged and no abort succeeded). Its records are the sends it made, less those refused at the
 call (``fail``). The read_committed readers are each read_committed consumer (its polls in order) and the final
 read_committed read (to the last stable offset, once every transaction ended). Against them:
 
@@ -121,9 +123,13 @@ class Transaction:
     values: list[str] = field(default_factory=list)  # its records, in send order
     commit: str | None = None  # the last event type of its commit: None (never asked), invoke, ok, fail, info
     abort: str | None = None  # likewise of its abort
+    commit_asked: int | None = None  # the index of its commit's invoke in the history
+    fenced_by: str | None = None  # a newer instance whose init finished before the commit was asked
 
     @property
     def outcome(self) -> str:
+        if self.fenced_by is not None:
+            return "aborted"
         if self.commit == "ok":
             return "committed"
         if self.commit in (None, "fail") or self.abort == "ok":
@@ -132,6 +138,8 @@ class Transaction:
 
     @property
     def why_aborted(self) -> str:
+        if self.fenced_by is not None:
+            return f"fenced by {self.fenced_by} before its commit"
         if self.abort == "ok":
             return "aborted"
         return "its commit failed" if self.commit == "fail" else "never committed"
@@ -150,7 +158,8 @@ def check(events: list[Event], *, expect_partitions: int | None = None) -> Repor
     txns: dict[str, Transaction] = {}
     txn_of: dict[str, str] = {}  # value -> transaction
     refused: set[str] = set()  # transactional sends refused at the call: never part of their transaction
-    for e in events:
+    inits: dict[str, tuple[str, int]] = {}  # instance -> (its transactional id, index of its init's ok)
+    for index, e in enumerate(events):
         f, t = e.get("f"), e.get("type")
         if f == "send":
             txn = e.get("txn")
@@ -169,8 +178,13 @@ def check(events: list[Event], *, expect_partitions: int | None = None) -> Repor
                     refused.add(e["value"])
         elif f == "begin" and t == "ok":
             txns.setdefault(e["txn"], Transaction(e["process"]))
+        elif f == "init" and t == "ok":
+            inits[e["process"]] = (e["transactional_id"], index)
         elif f == "commit" and t in ("invoke", "ok", "fail", "info"):
-            txns.setdefault(e["txn"], Transaction(e["process"])).commit = t
+            txn = txns.setdefault(e["txn"], Transaction(e["process"]))
+            txn.commit = t
+            if t == "invoke":
+                txn.commit_asked = index
         elif f == "abort" and t in ("invoke", "ok", "info"):
             txns.setdefault(e["txn"], Transaction(e["process"])).abort = t
         elif f == "poll" and t == "ok":
@@ -178,6 +192,8 @@ def check(events: list[Event], *, expect_partitions: int | None = None) -> Repor
                 polls.append((e["process"], p, o, v))
                 if e.get("isolation") == "read_committed":
                     committed_readers[e["process"]][p].append((o, v))
+        elif f == "crash":
+            report.problems.append(f"{e['process']} crashed: {e.get('error')}")
         elif f == "poll" and t == "info":
             report.problems.append(f"{e['process']} was told its position in partition {e.get('partition')} is "
                                    f"out of range: {e.get('error')}")
@@ -192,8 +208,11 @@ def check(events: list[Event], *, expect_partitions: int | None = None) -> Repor
                                        f"high watermark {high} after the run (a transaction left hanging)")
         elif e.get("process") == "nemesis" and t == "invoke":
             report.faults[str(f)] = report.faults.get(str(f), 0) + 1
-    for txn in txns.values():
+    for name, txn in txns.items():
         txn.values = [v for v in txn.values if v not in refused]
+        txn.fenced_by = _fenced_by(txn, inits)
+        if txn.fenced_by is not None and txn.commit == "ok":
+            report.problems.append(f"{name} committed after {txn.fenced_by} fenced its producer")
     report.acknowledged = len(acked)
     report.indeterminate = len(indeterminate - acked.keys())
     report.polled = len(polls)
@@ -255,6 +274,17 @@ def check(events: list[Event], *, expect_partitions: int | None = None) -> Repor
                     report.divergent.append(("final read_committed", p, o, v, at.get((p, o))))
     _check_transactions(report, txns, txn_of, acked, where, final_committed, committed_readers)
     return report
+
+
+def _fenced_by(txn: Transaction, inits: dict[str, tuple[str, int]]) -> str | None:
+    """The first newer instance of the transaction's transactional id whose init finished before the transaction's
+    commit was asked for."""
+    mine = inits.get(txn.process)
+    if mine is None or txn.commit_asked is None:
+        return None
+    newer = [(at, instance) for instance, (tid, at) in inits.items()
+             if tid == mine[0] and mine[1] < at < txn.commit_asked]
+    return min(newer)[1] if newer else None
 
 
 def _check_transactions(report: Report, txns: dict[str, Transaction], txn_of: dict[str, str],

@@ -381,7 +381,7 @@ def test_any_transactional_history_the_reads_agree_with_is_valid_and_a_mutation_
     undecided: set[str] = set()  # an indeterminate transaction's: either way is right
     seq = {"t0.1": 0, "p0": 0}
     for n, (outcome, partitions, plain) in enumerate(txns, start=1):
-        sends = []
+        sends: list[tuple[int, int, int | None]] = []
         for partition in partitions:
             sends.append((seq["t0.1"], partition, len(logs[partition])))
             logs[partition].append(f"t0.1:{seq['t0.1']}")
@@ -420,3 +420,58 @@ def test_any_transactional_history_the_reads_agree_with_is_valid_and_a_mutation_
         assert [x[3] for x in report.aborted_reads] == [victim], report.summary()
     else:
         assert [x[0] for x in report.committed_lost] == [victim], report.summary()
+
+
+def zombie(successor_before_commit: bool, commit: str = "info") -> tuple[Builder, list[str]]:
+    """t0.1 writes t0.1:0 and t0.1:1 to p0 in t0.1/1; t0.2, a new instance of the same transactional id, finishes
+    its init before or after t0.1 asks to commit."""
+    b = Builder()
+    b.add("t0.1", "ok", "init", transactional_id="chaos-txn-0")
+    t = b.txn("t0.1", 1, [(0, 0, 0), (1, 0, 1)], commit=None)
+    if successor_before_commit:
+        b.add("t0.2", "ok", "init", transactional_id="chaos-txn-0")
+    b.add("t0.1", "invoke", "commit", txn="t0.1/1")
+    if not successor_before_commit:
+        b.add("t0.2", "ok", "init", transactional_id="chaos-txn-0")
+    b.add("t0.1", commit, "commit", txn="t0.1/1")
+    b.final(0, t)
+    b.final_committed(0, [(0, t[0]), (1, t[1])])
+    return b, t
+
+
+def test_a_commit_asked_after_a_newer_instance_fenced_the_producer_must_not_show() -> None:
+    b, _ = zombie(successor_before_commit=False)
+    report = check(b.events)
+    assert report.valid, report.summary()  # the init may have come after the commit: indeterminate, and whole
+    assert report.transactions == {"indeterminate": 1}
+    b, _ = zombie(successor_before_commit=True)
+    report = check(b.events)
+    assert report.transactions == {"aborted": 1}
+    assert [x[5] for x in report.aborted_reads] == ["fenced by t0.2 before its commit"] * 2
+
+
+def test_a_zombie_whose_commit_succeeds_is_a_problem() -> None:
+    b, _ = zombie(successor_before_commit=True, commit="ok")
+    report = check(b.events)
+    assert "t0.1/1 committed after t0.2 fenced its producer" in report.problems
+    b, _ = zombie(successor_before_commit=False, commit="ok")
+    assert check(b.events).valid
+
+
+def test_an_instance_of_another_transactional_id_fences_nothing() -> None:
+    b = Builder()
+    b.add("t0.1", "ok", "init", transactional_id="chaos-txn-0")
+    t = b.txn("t0.1", 1, [(0, 0, 0)], commit=None)
+    b.add("t1.1", "ok", "init", transactional_id="chaos-txn-1")
+    b.add("t0.1", "invoke", "commit", txn="t0.1/1")
+    b.add("t0.1", "ok", "commit", txn="t0.1/1")
+    b.final(0, t)
+    b.final_committed(0, [(0, t[0])])
+    report = check(b.events)
+    assert report.valid and report.transactions == {"committed": 1}, report.summary()
+
+
+def test_a_client_that_crashed_is_a_problem() -> None:
+    b = clean()
+    b.add("txn-producer-0", "info", "crash", error="RuntimeError('boom')")
+    assert check(b.events).problems == ["txn-producer-0 crashed: RuntimeError('boom')"]

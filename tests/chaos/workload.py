@@ -30,6 +30,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
@@ -119,30 +120,43 @@ class ProducerWorker(threading.Thread):
         return report
 
 
-# A transaction that outlives 20 s (a fault longer than that in its path) is aborted by its coordinator, which
-# fences the producer: the chaos run then sees timeouts' aborts and fencing too, not only the faults'. librdkafka
-# wants message.timeout.ms <= transaction.timeout.ms.
+# A transaction that outlives 10 s (a fault longer than that in its path) is aborted by its coordinator, which
+# fences the producer, and a send that waits 10 s times out and makes the transaction abortable: the faults then
+# reach the application's error handling, not only librdkafka's retries. librdkafka wants message.timeout.ms <=
+# transaction.timeout.ms.
 TRANSACTIONAL_SETTINGS: dict[str, object] = {
     **PRODUCER_SETTINGS,
-    "transaction.timeout.ms": 20_000,
-    "message.timeout.ms": 20_000,
+    "transaction.timeout.ms": 10_000,
+    "message.timeout.ms": 10_000,
 }
 CALL_TIMEOUT_S = 30.0  # one init/commit/abort call
 RETRY_FOR_S = 90.0  # retriable errors of one call, before the application gives up on it
 
 
 class Fatal(Exception):
-    """The instance cannot go on (fenced, or a call that kept failing): a new one takes its transactional.id."""
+    """A call that kept failing with retriable errors: the application gives the instance up."""
+
+
+@dataclass
+class Instance:
+    """One librdkafka producer of the transactional id, named for the history (``t<index>.<n>``)."""
+
+    producer: Producer
+    name: str
+    fatal: threading.Event = field(default_factory=threading.Event)  # a delivery report said so
+    txns: int = 0
 
 
 class TransactionalProducerWorker(threading.Thread):
-    """Transactions of ``size`` records (``seq % partitions``, so several to each partition) at ``rate`` a second,
-    a fraction ``abort_ratio`` of them aborted on purpose, until ``stop``; the transaction open then is ended
-    (committed or aborted) before the thread returns."""
+    """Transactions of ``size`` records (``seq % partitions``, so several to each partition) at ``rate`` a second
+    until ``stop``; the transaction open then is ended before the thread returns. A fraction ``abort_ratio`` is
+    aborted on purpose (after its records are written); in a fraction ``zombie_ratio`` a new instance starts
+    while the current one is in the middle of a transaction, as when an application is restarted while the old
+    process still runs: the old one, a zombie, then tries to commit and must be fenced."""
 
     def __init__(self, index: int, bootstrap: Callable[[], str], topic: str, partitions: int, history: History,
                  rate: float, stop: threading.Event, *, size: int = 6, abort_ratio: float = 0.25,
-                 seed: int = 1) -> None:
+                 zombie_ratio: float = 0.03, seed: int = 1) -> None:
         super().__init__(name=f"chaos-txn-producer-{index}", daemon=True)
         self.index = index
         self.transactional_id = f"chaos-txn-{index}"
@@ -154,46 +168,48 @@ class TransactionalProducerWorker(threading.Thread):
         self.stop = stop
         self.size = size
         self.abort_ratio = abort_ratio
+        self.zombie_ratio = zombie_ratio
         self.rng = random.Random(seed * 1000 + index)
         self.instances = 0
         self.ready = threading.Event()  # the first instance has its producer id
         self.outcomes: dict[str, int] = {}
         self.errors: list[str] = []
-        self._producer: Producer | None = None
-        self._name = ""
-        self._seq = 0
-        self._txns = 0
-        self._fatal = threading.Event()
+        self._current: Instance | None = None
+        self._seq = 0  # values are <instance>:<seq>, seq counting on across instances
 
     # -- instances -------------------------------------------------------------------------------------------
-    def _new_instance(self) -> None:
-        """Drop the current instance (if any) and start one that fences it: ``init_transactions`` bumps the
-        epoch of the transactional id, and aborts the transaction the old instance left open."""
-        if self._producer is not None:
-            self._producer.flush(1)  # delivery reports it already has; the rest stay invoked (indeterminate)
-            self._producer = None
+    def _start_instance(self) -> Instance:
+        """A new instance of the transactional id: its ``init_transactions`` bumps the id's epoch, which fences
+        every older instance, and aborts the transaction an older one left open."""
         failures = 0
         while True:
             self.instances += 1
             name = f"t{self.index}.{self.instances}"
             producer = Producer({"bootstrap.servers": self.bootstrap(), "client.id": name,
                                  "transactional.id": self.transactional_id, **TRANSACTIONAL_SETTINGS})
-            self.history.record(name, "invoke", "init")
+            self.history.record(name, "invoke", "init", transactional_id=self.transactional_id)
             try:
                 self._retrying(functools.partial(producer.init_transactions, CALL_TIMEOUT_S))
             except (KafkaException, Fatal) as exc:
-                self.history.record(name, "fail", "init", error=_error_text(exc))
+                self.history.record(name, "fail", "init", transactional_id=self.transactional_id,
+                                    error=_error_text(exc))
                 self.errors.append(f"{name}: init_transactions: {_error_text(exc)}")
                 failures += 1
                 if failures >= 10:
                     raise Fatal(f"{failures} instances in a row could not init: {_error_text(exc)}") from exc
                 time.sleep(1)
                 continue
-            self.history.record(name, "ok", "init")
-            self._producer, self._name, self._seq, self._txns = producer, name, 0, 0
-            self._fatal.clear()
+            self.history.record(name, "ok", "init", transactional_id=self.transactional_id)
             self.ready.set()
-            return
+            return Instance(producer, name)
+
+    def _replace(self, old: Instance, txn: str, why: str) -> None:
+        """Give the transactional id to a new instance, as an application must after a fatal error; what the old
+        one left open is aborted by the new one's init_transactions."""
+        self.history.record(old.name, "info", "fenced", txn=txn, error=why)
+        self.errors.append(f"{old.name}: {why}")
+        _flush(old.producer, 1)  # the delivery reports it has; the rest stay invoked (indeterminate)
+        self._current = self._start_instance()
 
     def _retrying(self, call: Callable[[], object]) -> None:
         """``call`` again while librdkafka says its error is retriable, for up to RETRY_FOR_S."""
@@ -209,38 +225,40 @@ class TransactionalProducerWorker(threading.Thread):
                 if time.monotonic() > deadline:
                     raise Fatal(f"still retriable after {RETRY_FOR_S:.0f} s: {error}") from exc
 
-    # -- one transaction -------------------------------------------------------------------------------------
+    # -- transactions ----------------------------------------------------------------------------------------
     def run(self) -> None:
         try:
-            self._new_instance()
+            self._current = self._start_instance()
             interval = 1.0 / self.rate
             next_txn = time.monotonic()
             while not self.stop.is_set():
-                self._transaction()
+                self._transaction(self._current)
                 next_txn += interval
                 delay = next_txn - time.monotonic()
                 if delay > 0:
                     self.stop.wait(delay)
                 else:
                     next_txn = time.monotonic()
-        except (KafkaException, Fatal) as exc:
-            self.errors.append(f"{self._name}: gave up: {_error_text(exc)}")
+        except Fatal as exc:
+            self.errors.append(f"gave up: {exc}")
+        except Exception as exc:  # a bug of the workload must fail the run, not quietly stop the transactions
+            self.history.record(f"txn-producer-{self.index}", "info", "crash", error=repr(exc))
+            raise
         finally:
-            if self._producer is not None:
-                left = self._producer.flush(30)
+            if self._current is not None:
+                left = _flush(self._current.producer, 30)
                 if left:
-                    self.errors.append(f"{self._name}: {left} sends never reported after the final flush")
+                    self.errors.append(f"{self._current.name}: {left} sends never reported after the final flush")
 
-    def _transaction(self) -> None:
-        assert self._producer is not None
-        producer, name = self._producer, self._name
-        self._txns += 1
-        txn = f"{name}/{self._txns}"
+    def _transaction(self, instance: Instance) -> None:
+        producer, name = instance.producer, instance.name
+        instance.txns += 1
+        txn = f"{name}/{instance.txns}"
         try:
             producer.begin_transaction()
         except KafkaException as exc:
             self.history.record(name, "fail", "begin", txn=txn, error=_error_text(exc))
-            self._end_after_error(txn, exc.args[0])
+            self._after_error(instance, txn, exc.args[0])
             return
         self.history.record(name, "ok", "begin", txn=txn)
         for _ in range(self.size):
@@ -250,81 +268,86 @@ class TransactionalProducerWorker(threading.Thread):
             self.history.record(name, "invoke", "send", value=value, partition=partition, txn=txn)
             try:
                 producer.produce(self.topic, value.encode(), partition=partition,
-                                 on_delivery=self._reporter(name, txn, value, partition))
+                                 on_delivery=self._reporter(instance, txn, value, partition))
             except BufferError:
                 self.history.record(name, "fail", "send", value=value, partition=partition, txn=txn,
                                     error="queue full")
             except KafkaException as exc:  # the transaction is in an error state: it cannot commit
                 self.history.record(name, "fail", "send", value=value, partition=partition, txn=txn,
                                     error=_error_text(exc))
-                self._end_after_error(txn, exc.args[0])
+                self._after_error(instance, txn, exc.args[0])
                 return
             producer.poll(0)
-        if self._fatal.is_set():
-            self._fenced(txn, "a delivery report said the producer is fenced")
+        if instance.fatal.is_set():
+            self._replace(instance, txn, "a delivery report said the producer is fenced")
         elif self.rng.random() < self.abort_ratio:
             # Written first, so the log holds the aborted records that read_committed readers must skip (an abort
             # of records still queued only drops them from the queue).
-            producer.flush(CALL_TIMEOUT_S)
-            self._abort(txn, "on purpose")
+            _flush(producer, CALL_TIMEOUT_S)
+            self._abort(instance, txn, "on purpose")
+        elif self.rng.random() < self.zombie_ratio:
+            # Not flushed: the zombie's last sends may reach a leader after the successor's init aborted them.
+            self._current = self._start_instance()
+            self.history.record(name, "info", "zombie", txn=txn, successor=self._current.name)
+            self._commit(instance, txn, zombie=True)
+            _flush(producer, 1)
         else:
-            self._commit(txn)
+            self._commit(instance, txn)
 
-    def _commit(self, txn: str) -> None:
-        assert self._producer is not None
-        producer, name = self._producer, self._name
+    def _commit(self, instance: Instance, txn: str, zombie: bool = False) -> None:
+        name = instance.name
         self.history.record(name, "invoke", "commit", txn=txn)
         try:
-            self._retrying(functools.partial(producer.commit_transaction, CALL_TIMEOUT_S))
+            self._retrying(functools.partial(instance.producer.commit_transaction, CALL_TIMEOUT_S))
         except KafkaException as exc:
             error = exc.args[0]
             if isinstance(error, KafkaError) and error.txn_requires_abort():
                 # librdkafka's word: not committed, the application must abort (a send failed, or the
                 # coordinator refused the commit).
                 self.history.record(name, "fail", "commit", txn=txn, error=str(error))
-                self._abort(txn, "the commit failed")
-            else:
+                self._abort(instance, txn, "the commit failed", zombie)
+            else:  # fatal: fenced, or an answer librdkafka cannot judge
                 self.history.record(name, "info", "commit", txn=txn, error=str(error))
-                self._fenced(txn, str(error))
+                self._count("zombie fenced" if zombie else "left to a new instance")
+                if not zombie:
+                    self._replace(instance, txn, str(error))
         except Fatal as exc:
             self.history.record(name, "info", "commit", txn=txn, error=str(exc))
-            self._fenced(txn, str(exc))
+            self._count("zombie fenced" if zombie else "left to a new instance")
+            if not zombie:
+                self._replace(instance, txn, str(exc))
         else:
             self.history.record(name, "ok", "commit", txn=txn)
-            self._count("committed")
+            self._count("zombie committed!" if zombie else "committed")
 
-    def _abort(self, txn: str, reason: str) -> None:
-        assert self._producer is not None
-        producer, name = self._producer, self._name
+    def _abort(self, instance: Instance, txn: str, reason: str, zombie: bool = False) -> None:
+        name = instance.name
         self.history.record(name, "invoke", "abort", txn=txn, reason=reason)
         try:
-            self._retrying(functools.partial(producer.abort_transaction, CALL_TIMEOUT_S))
+            self._retrying(functools.partial(instance.producer.abort_transaction, CALL_TIMEOUT_S))
         except (KafkaException, Fatal) as exc:
             self.history.record(name, "info", "abort", txn=txn, error=_error_text(exc))
-            self._fenced(txn, f"the abort failed: {_error_text(exc)}")
+            self._count("zombie fenced" if zombie else "left to a new instance")
+            if not zombie:
+                self._replace(instance, txn, f"the abort failed: {_error_text(exc)}")
         else:
             self.history.record(name, "ok", "abort", txn=txn)
             self._count("aborted on purpose" if reason == "on purpose" else "aborted after an error")
 
-    def _end_after_error(self, txn: str, error: object) -> None:
+    def _after_error(self, instance: Instance, txn: str, error: object) -> None:
         if isinstance(error, KafkaError) and error.txn_requires_abort():
-            self._abort(txn, str(error))
+            self._abort(instance, txn, str(error))
         else:
-            self._fenced(txn, str(error))
-
-    def _fenced(self, txn: str, why: str) -> None:
-        """Give the transactional id to a new instance, as an application must after a fatal error; what this
-        instance left open is aborted by the new one's init_transactions (or by the coordinator's timeout)."""
-        self.history.record(self._name, "info", "fenced", txn=txn, error=why)
-        self._count("left to the next instance")
-        self.errors.append(f"{self._name}: {why}")
-        self._new_instance()
+            self._count("left to a new instance")
+            self._replace(instance, txn, str(error))
 
     def _count(self, outcome: str) -> None:
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
 
-    def _reporter(self, name: str, txn: str, value: str,
+    def _reporter(self, instance: Instance, txn: str, value: str,
                   partition: int) -> Callable[[KafkaError | None, Message], None]:
+        name = instance.name
+
         def report(err: KafkaError | None, msg: Message) -> None:
             if err is None:
                 self.history.record(name, "ok", "send", value=value, partition=msg.partition(), offset=msg.offset(),
@@ -334,8 +357,17 @@ class TransactionalProducerWorker(threading.Thread):
             else:
                 self.history.record(name, "info", "send", value=value, partition=partition, txn=txn, error=str(err))
                 if err.fatal():
-                    self._fatal.set()
+                    instance.fatal.set()
         return report
+
+
+def _flush(producer: Producer, timeout_s: float) -> int:
+    """Wait for the delivery reports of what the producer has sent; a transactional producer in a fatal state
+    (fenced) raises instead, with nothing left to wait for. Returns how many are still unreported."""
+    try:
+        return int(producer.flush(timeout_s))
+    except KafkaException:
+        return 0
 
 
 def _error_text(exc: BaseException) -> str:
