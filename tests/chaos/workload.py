@@ -208,7 +208,8 @@ class TransactionalProducerWorker(threading.Thread):
         one left open is aborted by the new one's init_transactions."""
         self.history.record(old.name, "info", "fenced", txn=txn, error=why)
         self.errors.append(f"{old.name}: {why}")
-        _flush(old.producer, 1)  # the delivery reports it has; the rest stay invoked (indeterminate)
+        # Dropped without a flush: a fenced librdkafka producer has nothing more to deliver, and confluent-kafka's
+        # flush of one fails (KafkaException, or a SystemError). Its unreported sends stay invoked: indeterminate.
         self._current = self._start_instance()
 
     def _retrying(self, call: Callable[[], object]) -> None:
@@ -290,7 +291,6 @@ class TransactionalProducerWorker(threading.Thread):
             self._current = self._start_instance()
             self.history.record(name, "info", "zombie", txn=txn, successor=self._current.name)
             self._commit(instance, txn, zombie=True)
-            _flush(producer, 1)
         else:
             self._commit(instance, txn)
 
@@ -363,10 +363,11 @@ class TransactionalProducerWorker(threading.Thread):
 
 def _flush(producer: Producer, timeout_s: float) -> int:
     """Wait for the delivery reports of what the producer has sent; a transactional producer in a fatal state
-    (fenced) raises instead, with nothing left to wait for. Returns how many are still unreported."""
+    (fenced) raises instead, with nothing left to wait for (confluent-kafka 2.16 sometimes as a SystemError,
+    "returned NULL without setting an exception"). Returns how many are still unreported."""
     try:
         return int(producer.flush(timeout_s))
-    except KafkaException:
+    except (KafkaException, SystemError):
         return 0
 
 
