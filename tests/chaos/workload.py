@@ -29,7 +29,7 @@ import functools
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
@@ -54,10 +54,12 @@ PRODUCER_SETTINGS: dict[str, object] = {
 }
 
 
-class ProducerWorker(threading.Thread):
-    def __init__(self, index: int, bootstrap: Callable[[], str], topic: str, partitions: int, history: History,
-                 rate: float, stop: threading.Event) -> None:
-        super().__init__(name=f"chaos-producer-{index}", daemon=True)
+class PacedWorker(threading.Thread):
+    """A producer's thread: what it writes to, where it records, and a steady pace until ``stop``."""
+
+    def __init__(self, thread_name: str, index: int, bootstrap: Callable[[], str], topic: str, partitions: int,
+                 history: History, rate: float, stop: threading.Event) -> None:
+        super().__init__(name=thread_name, daemon=True)
         self.index = index
         self.bootstrap = bootstrap
         self.topic = topic
@@ -68,6 +70,25 @@ class ProducerWorker(threading.Thread):
         self.instances = 0
         self.errors: list[str] = []
 
+    def ticks(self) -> Iterator[None]:
+        """``rate`` times a second until ``stop``; at once while behind (a call that took long)."""
+        interval = 1.0 / self.rate
+        next_at = time.monotonic()
+        while not self.stop.is_set():
+            yield
+            next_at += interval
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                self.stop.wait(delay)
+            else:
+                next_at = time.monotonic()
+
+
+class ProducerWorker(PacedWorker):
+    def __init__(self, index: int, bootstrap: Callable[[], str], topic: str, partitions: int, history: History,
+                 rate: float, stop: threading.Event) -> None:
+        super().__init__(f"chaos-producer-{index}", index, bootstrap, topic, partitions, history, rate, stop)
+
     def _new_producer(self) -> tuple[Producer, str]:
         self.instances += 1
         name = f"p{self.index}.{self.instances}"
@@ -77,9 +98,7 @@ class ProducerWorker(threading.Thread):
         producer, name = self._new_producer()
         seq = 0
         fatal = threading.Event()
-        interval = 1.0 / self.rate
-        next_send = time.monotonic()
-        while not self.stop.is_set():
+        for _ in self.ticks():
             if fatal.is_set():
                 producer.flush(30)
                 producer, name = self._new_producer()
@@ -98,12 +117,6 @@ class ProducerWorker(threading.Thread):
                 fatal.set()
             seq += 1
             producer.poll(0)
-            next_send += interval
-            delay = next_send - time.monotonic()
-            if delay > 0:
-                self.stop.wait(delay)
-            else:
-                next_send = time.monotonic()
         left = producer.flush(150)
         if left:
             self.errors.append(f"{name}: {left} sends never reported after the final flush")
@@ -147,7 +160,7 @@ class Instance:
     txns: int = 0
 
 
-class TransactionalProducerWorker(threading.Thread):
+class TransactionalProducerWorker(PacedWorker):
     """Transactions of ``size`` records (``seq % partitions``, so several to each partition) at ``rate`` a second
     until ``stop``; the transaction open then is ended before the thread returns. A fraction ``abort_ratio`` is
     aborted on purpose (after its records are written); in a fraction ``zombie_ratio`` a new instance starts
@@ -157,23 +170,14 @@ class TransactionalProducerWorker(threading.Thread):
     def __init__(self, index: int, bootstrap: Callable[[], str], topic: str, partitions: int, history: History,
                  rate: float, stop: threading.Event, *, size: int = 6, abort_ratio: float = 0.25,
                  zombie_ratio: float = 0.03, seed: int = 1) -> None:
-        super().__init__(name=f"chaos-txn-producer-{index}", daemon=True)
-        self.index = index
+        super().__init__(f"chaos-txn-producer-{index}", index, bootstrap, topic, partitions, history, rate, stop)
         self.transactional_id = f"chaos-txn-{index}"
-        self.bootstrap = bootstrap
-        self.topic = topic
-        self.partitions = partitions
-        self.history = history
-        self.rate = rate
-        self.stop = stop
         self.size = size
         self.abort_ratio = abort_ratio
         self.zombie_ratio = zombie_ratio
         self.rng = random.Random(seed * 1000 + index)
-        self.instances = 0
         self.ready = threading.Event()  # the first instance has its producer id
         self.outcomes: dict[str, int] = {}
-        self.errors: list[str] = []
         self._current: Instance | None = None
         self._seq = 0  # values are <instance>:<seq>, seq counting on across instances
 
@@ -230,16 +234,8 @@ class TransactionalProducerWorker(threading.Thread):
     def run(self) -> None:
         try:
             self._current = self._start_instance()
-            interval = 1.0 / self.rate
-            next_txn = time.monotonic()
-            while not self.stop.is_set():
+            for _ in self.ticks():
                 self._transaction(self._current)
-                next_txn += interval
-                delay = next_txn - time.monotonic()
-                if delay > 0:
-                    self.stop.wait(delay)
-                else:
-                    next_txn = time.monotonic()
         except Fatal as exc:
             self.errors.append(f"gave up: {exc}")
         except Exception as exc:  # a bug of the workload must fail the run, not quietly stop the transactions
