@@ -25,6 +25,9 @@ call (``fail``). The read_committed readers are each read_committed consumer (it
 read_committed read (to the last stable offset, once every transaction ended). Against them:
 
 - **aborted reads**: a read_committed reader saw a record of an aborted transaction.
+- **dirty reads**: a read_committed consumer was given a record of a transaction before the transaction's commit
+  was even asked for (its poll is in the history before the commit's ``invoke``): the last stable offset let an
+  open transaction through.
 - **committed lost**: a record of a committed transaction, or an acknowledged record written outside
   transactions, missing from the final read_committed read.
 - **torn**: a read_committed reader saw a record of a transaction in a partition but not every record the
@@ -66,6 +69,7 @@ class Report:
     unexpected: list[Any] = field(default_factory=list)
     divergent: list[Any] = field(default_factory=list)
     aborted_reads: list[Any] = field(default_factory=list)
+    dirty_reads: list[Any] = field(default_factory=list)
     committed_lost: list[Any] = field(default_factory=list)
     torn: list[Any] = field(default_factory=list)
     committed_duplicates: list[Any] = field(default_factory=list)
@@ -78,7 +82,7 @@ class Report:
     @property
     def valid(self) -> bool:
         return not (self.lost or self.moved or self.duplicates or self.reordered or self.unexpected
-                    or self.divergent or self.aborted_reads or self.committed_lost or self.torn
+                    or self.divergent or self.aborted_reads or self.dirty_reads or self.committed_lost or self.torn
                     or self.committed_duplicates or self.half_visible or self.problems)
 
     def summary(self) -> str:
@@ -95,11 +99,12 @@ class Report:
             lines[1:1] = [
                 "transactions: " + ", ".join(f"{k} {v}" for k, v in sorted(self.transactions.items()))
                 + f"; {self.committed_read} records read_committed at the end"]
-            lines[-1] += (f", committed lost {len(self.committed_lost)}, torn {len(self.torn)}, "
+            lines[-1] += (f", dirty reads {len(self.dirty_reads)}, committed lost {len(self.committed_lost)}, "
+                          f"torn {len(self.torn)}, "
                           f"committed duplicates {len(self.committed_duplicates)}, "
                           f"half visible {len(self.half_visible)}")
         for name in ("lost", "moved", "duplicates", "reordered", "unexpected", "divergent", "aborted_reads",
-                     "committed_lost", "torn", "committed_duplicates", "half_visible"):
+                     "dirty_reads", "committed_lost", "torn", "committed_duplicates", "half_visible"):
             items = getattr(self, name)
             if items:
                 lines.append(f"  {name}: {items[:EXAMPLES]}{' ...' if len(items) > EXAMPLES else ''}")
@@ -155,6 +160,7 @@ def check(events: list[Event], *, expect_partitions: int | None = None) -> Repor
     polls: list[tuple[str, int, int, str]] = []  # (process, partition, offset, value)
     # read_committed reader -> partition -> [(offset, value)] in the order it saw them
     committed_readers: dict[str, dict[int, list[tuple[int, str]]]] = defaultdict(lambda: defaultdict(list))
+    committed_polls: list[tuple[int, str, int, int, str]] = []  # (history index, process, partition, offset, value)
     txns: dict[str, Transaction] = {}
     txn_of: dict[str, str] = {}  # value -> transaction
     refused: set[str] = set()  # transactional sends refused at the call: never part of their transaction
@@ -192,6 +198,7 @@ def check(events: list[Event], *, expect_partitions: int | None = None) -> Repor
                 polls.append((e["process"], p, o, v))
                 if e.get("isolation") == "read_committed":
                     committed_readers[e["process"]][p].append((o, v))
+                    committed_polls.append((index, e["process"], p, o, v))
         elif f == "crash":
             report.problems.append(f"{e['process']} crashed: {e.get('error')}")
         elif f == "poll" and t == "info":
@@ -273,6 +280,11 @@ def check(events: list[Event], *, expect_partitions: int | None = None) -> Repor
                 if p in final and at.get((p, o)) != v:
                     report.divergent.append(("final read_committed", p, o, v, at.get((p, o))))
     _check_transactions(report, txns, txn_of, acked, where, final_committed, committed_readers)
+    for index, process, p, o, v in committed_polls:
+        owner = txn_of.get(v)
+        asked = txns[owner].commit_asked if owner is not None else None
+        if asked is not None and index < asked:
+            report.dirty_reads.append((process, p, o, v, owner))
     return report
 
 

@@ -169,6 +169,7 @@ def run(directory: Path, plan: Plan, log: object = print) -> Outcome:
         "lost": len(report.lost), "duplicates": len(report.duplicates), "reordered": len(report.reordered),
         "moved": len(report.moved), "divergent": len(report.divergent), "unexpected": len(report.unexpected),
         "transactions": report.transactions, "aborted_reads": len(report.aborted_reads),
+        "dirty_reads": len(report.dirty_reads),
         "committed_lost": len(report.committed_lost), "torn": len(report.torn),
         "committed_duplicates": len(report.committed_duplicates), "half_visible": len(report.half_visible),
         "faults": report.faults, "seconds": round(outcome.seconds),

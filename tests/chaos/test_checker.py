@@ -475,3 +475,19 @@ def test_a_client_that_crashed_is_a_problem() -> None:
     b = clean()
     b.add("txn-producer-0", "info", "crash", error="RuntimeError('boom')")
     assert check(b.events).problems == ["txn-producer-0 crashed: RuntimeError('boom')"]
+
+
+def test_read_committed_given_a_record_before_its_commit_was_asked_for_is_a_dirty_read() -> None:
+    b = Builder()
+    t = b.txn("t0.1", 1, [(0, 0, 0), (1, 0, 1)], commit=None)
+    b.poll_committed("consumer-rc-0", [(0, 0, t[0]), (0, 1, t[1])])  # the transaction is still open
+    b.add("t0.1", "invoke", "commit", txn="t0.1/1")
+    b.poll_committed("consumer-rc-1", [(0, 0, t[0]), (0, 1, t[1])])  # while the commit is in flight: fine
+    b.add("t0.1", "ok", "commit", txn="t0.1/1")
+    b.final(0, t)
+    b.final_committed(0, [(0, t[0]), (1, t[1])])
+    report = check(b.events)
+    assert report.dirty_reads == [("consumer-rc-0", 0, 0, t[0], "t0.1/1"), ("consumer-rc-0", 0, 1, t[1], "t0.1/1")]
+    assert report.aborted_reads == [] and not report.valid
+    b.add("consumer-0", "ok", "poll", values=[[0, 0, t[0]]])  # read_uncommitted sees open transactions
+    assert [x[0] for x in check(b.events).dirty_reads] == ["consumer-rc-0"] * 2
