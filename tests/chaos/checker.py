@@ -20,9 +20,9 @@ transaction has an outcome: *committed* (its ``commit`` returned ``ok``), *abort
 for, its commit ``fail``ed — librdkafka's word that it did not commit — its ``abort`` returned ``ok``, or its
 commit was asked for only after a newer instance of its transactional id had finished ``init``: that init fenced
 the producer and aborted its open transaction, so a commit ``ok`` then is itself a problem) or *indeterminate*
-(its commit could not be judged and no abort succeeded). Its records are the sends it made, less those refused at the
-call (``fail``). The read_committed readers are each read_committed consumer (its polls in order) and the final
-read_committed read (to the last stable offset, once every transaction ended). Against them:
+(its commit could not be judged and no abort succeeded). Its records are the sends it made, less those refused
+at the call (``fail``). The read_committed readers are each read_committed consumer (its polls in order) and the
+final read_committed read (to the last stable offset, once every transaction ended). Against them:
 
 - **aborted reads**: a read_committed reader saw a record of an aborted transaction.
 - **dirty reads**: a read_committed consumer was given a record of a transaction before the transaction's commit

@@ -9,13 +9,15 @@ check only compares values of one instance.
 
 Transactional producers (``TransactionalProducerWorker``) are librdkafka with a ``transactional.id`` and write the
 same kind of values into the same topic, several to every partition per transaction, and then commit, or abort
-on purpose now and then. They handle errors as librdkafka's transactional API asks of an application: a retriable error retries the call, an abortable one aborts the transaction, a fatal one (the
-producer fenced: its epoch bumped by the coordinator's timeout or by another instance) replaces the instance by
-a new one with the same ``transactional.id``, whose ``init_transactions`` fences the old one and aborts whatever
-it left open. Each instance has its own name, each transaction an id ``<instance>/<n>``, and the history has the
-transaction's ``begin``, its sends (with ``txn``), ``commit`` (``invoke``, then ``ok``, ``fail`` when librdkafka
-says it must be aborted, ``info`` when it cannot tell) and ``abort`` (``invoke`` with a reason, ``ok`` or
-``info``).
+on purpose now and then. They handle errors as librdkafka's transactional API asks of an application: a
+retriable error retries the call, an abortable one aborts the transaction, a fatal one (the producer fenced: its
+epoch bumped by the coordinator's timeout or by another instance) replaces the instance by a new one with the same
+``transactional.id``, whose ``init_transactions`` fences the old one and aborts whatever it left open. Now and then
+a new instance starts while the current one is mid-transaction (a zombie, which then tries to commit). Each
+instance has its own name, each transaction an id ``<instance>/<n>``, and the history has each instance's
+``init``, the transaction's ``begin``, its sends (with ``txn``), ``commit`` (``invoke``, then ``ok``, ``fail``
+when librdkafka says it must be aborted, ``info`` when it cannot tell) and ``abort`` (``invoke`` with a reason,
+``ok`` or ``info``).
 
 Consumers read every partition from the start (assigned, no group), read_uncommitted or read_committed, and
 record what each poll returned. The final read, once the cluster is whole again, reads each partition from its
