@@ -72,6 +72,7 @@ from sofakafka.protocol.headers import (
 )
 from sofakafka.protocol.schema import FieldSpec, Request, Response, in_range
 from sofakafka.security.principal import ANONYMOUS, PrincipalMappingError
+from sofakafka.security.quotas import REQUEST_PERCENTAGE
 from sofakafka.security.sasl import IllegalSaslStateError, SaslAuthenticationError, SaslAuthenticator
 
 log = logging.getLogger(__name__)
@@ -457,6 +458,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         quotas = self.server.broker.client_quotas
         if not ctx.quota_done and ctx.api_key not in REQUEST_QUOTA_EXEMPT:
             throttle = quotas.record_request_time(ctx.principal, ctx.client_id, ctx.handler_seconds[0])
+            quotas.throttle(REQUEST_PERCENTAGE, ctx.principal, ctx.client_id, throttle)
             ctx.throttle_ms = max(ctx.throttle_ms, throttle)
         if ctx.throttle_ms > 0 and isinstance(result, Response):
             spec = _throttle_field(type(result))

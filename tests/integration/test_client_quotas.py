@@ -12,15 +12,19 @@ Rates are measured from the client side over the whole run; the bounds are gener
 from __future__ import annotations
 
 import json
+import math
 import socket
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer
+from confluent_kafka import TopicPartition as ConfluentPartition
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
 
 from sofakafka.cli.main import main as cli_main
 from sofakafka.client import KafkaClient, NewTopic
@@ -31,7 +35,7 @@ from sofakafka.protocol.messages.produce import ProduceRequest, ProduceResponse
 from sofakafka.protocol.records import Record, build_batch
 from sofakafka.protocol.schema import Request, Response
 from tests.integration import wire
-from tests.integration.conftest import REPO, BrokerProcess
+from tests.integration.conftest import REPO, BrokerProcess, free_port
 from tests.integration.helpers import base_timestamp_ms, wait_for
 
 QUOTA = 100_000  # bytes/s
@@ -42,11 +46,22 @@ TRAFFIC_S = 4.0
 @pytest.fixture(scope="module")
 def quota_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     b = BrokerProcess(tmp_path_factory.mktemp("quotas"),
-                      {"quota.window.num": "3", "quota.window.size.seconds": "1"}).start()
+                      {"quota.window.num": "3", "quota.window.size.seconds": "1",
+                       "metrics.listener": f"http://127.0.0.1:{free_port()}"}).start()
     try:
         yield b
     finally:
         b.kill()
+
+
+def scrape_quotas(broker: BrokerProcess) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """The broker's kafka_server_quota_* series, read over HTTP from its /metrics."""
+    listener = broker.overrides["metrics.listener"]
+    with urllib.request.urlopen(f"{listener}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples
+            if s.name.startswith("kafka_server_quota_")}
 
 
 @pytest.fixture
@@ -143,8 +158,11 @@ def test_librdkafka_reports_the_throttle_time(quota_broker: BrokerProcess, admin
     assert any(throttles), "librdkafka reported no throttle time"
 
 
-def test_a_consumer_over_its_byte_rate_is_throttled(quota_broker: BrokerProcess, admin: KafkaClient) -> None:
-    topic = make_topic(admin, "quota-consume")
+@pytest.fixture(scope="module")
+def filled_topic(quota_broker: BrokerProcess) -> str:
+    """1.5 MB for the consumers to read: 15 s of a 100 KB/s quota."""
+    with KafkaClient(quota_broker.bootstrap) as admin:
+        topic = make_topic(admin, "quota-consume")
     fill = KafkaProducer(bootstrap_servers=quota_broker.bootstrap, client_id="filler", linger_ms=5)
     try:
         for _ in range(1500):
@@ -152,6 +170,12 @@ def test_a_consumer_over_its_byte_rate_is_throttled(quota_broker: BrokerProcess,
         fill.flush(timeout=60)
     finally:
         fill.close(timeout=10)
+    return topic
+
+
+def test_a_consumer_over_its_byte_rate_is_throttled(quota_broker: BrokerProcess, admin: KafkaClient,
+                                                     filled_topic: str) -> None:
+    topic = filled_topic
     set_quota(admin, (("user", "ANONYMOUS"), ("client-id", "slow-reader")), "consumer_byte_rate", QUOTA)
     consumer = KafkaConsumer(bootstrap_servers=quota_broker.bootstrap, client_id="slow-reader",
                              enable_auto_commit=False, fetch_max_bytes=64 * 1024,
@@ -172,6 +196,61 @@ def test_a_consumer_over_its_byte_rate_is_throttled(quota_broker: BrokerProcess,
         assert received > 0
     finally:
         consumer.close()
+
+
+def test_librdkafkas_consumer_reports_the_throttle_time(quota_broker: BrokerProcess, admin: KafkaClient,
+                                                       filled_topic: str) -> None:
+    set_quota(admin, (("client-id", "slow-rdkafka-reader"),), "consumer_byte_rate", QUOTA)
+    throttles: list[int] = []
+
+    def stats(text: str) -> None:
+        for b in json.loads(text).get("brokers", {}).values():
+            throttles.append(int(b.get("throttle", {}).get("max", 0)))
+
+    consumer = Consumer({"bootstrap.servers": quota_broker.bootstrap, "client.id": "slow-rdkafka-reader",
+                         "group.id": "slow-rdkafka-reader", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "statistics.interval.ms": 500, "stats_cb": stats})
+    try:
+        consumer.assign([ConfluentPartition(filled_topic, 0, OFFSET_BEGINNING)])
+        received = 0
+        deadline = time.monotonic() + 30  # a bound, not a timing assertion
+        while time.monotonic() < deadline and not any(throttles):
+            for message in consumer.consume(100, timeout=0.2):
+                if message.error() is None:
+                    received += len(message.value() or b"")
+        assert any(throttles), f"librdkafka's consumer reported no throttle time ({received} bytes read)"
+        assert received > 0
+    finally:
+        consumer.close()
+
+
+def test_quota_sensors_are_scraped_with_kafkas_names(quota_broker: BrokerProcess, admin: KafkaClient) -> None:
+    """/metrics of the running broker shows the sensors of a throttled producer and of an unthrottled one as
+    the JMX exporter names Kafka's: kafka_server_quota_byte_rate / _throttle_time{resource, user, clientid}."""
+    topic = make_topic(admin, "quota-metrics")
+    set_quota(admin, (("user", "ANONYMOUS"), ("client-id", "metered")), "producer_byte_rate", QUOTA)
+    set_quota(admin, (("client-id", "absent"),), "producer_byte_rate", QUOTA)  # client-id quotas exist too
+    metered = KafkaProducer(bootstrap_servers=quota_broker.bootstrap, client_id="metered", linger_ms=5)
+    unmetered = KafkaProducer(bootstrap_servers=quota_broker.bootstrap, client_id="unmetered", linger_ms=5)
+    try:
+        wait_for("the metered producer to be throttled",
+                 lambda: (produce_for(metered, topic, 0.5) and throttle_max(metered.metrics()) > 0) or None)
+        produce_for(unmetered, topic, 0.2)
+        series = scrape_quotas(quota_broker)
+    finally:
+        metered.close(timeout=10)
+        unmetered.close(timeout=10)
+    # A user and client-id quota: the sensor carries both tags.
+    throttled = (("clientid", "metered"), ("resource", "Produce"), ("user", "ANONYMOUS"))
+    assert 0 < series[("kafka_server_quota_byte_rate", throttled)] < 10 * QUOTA, series
+    assert series[("kafka_server_quota_throttle_time", throttled)] > 0, series
+    # No quota of its own, and client-id quotas on this broker too: tagged by its client id alone (Kafka's
+    # precedence walk ends at the client-id levels), never throttled.
+    free = (("clientid", "unmetered"), ("resource", "Produce"))
+    assert series[("kafka_server_quota_byte_rate", free)] > 0, series
+    assert math.isnan(series[("kafka_server_quota_throttle_time", free)]), series
+    # Every request is recorded against the request-time sensors once quotas are on.
+    assert series[("kafka_server_quota_request_time", (("clientid", "unmetered"), ("resource", "Request")))] >= 0
 
 
 def test_a_quota_set_while_a_client_runs_throttles_it_without_a_restart(
