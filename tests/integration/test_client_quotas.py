@@ -226,29 +226,34 @@ def test_librdkafkas_consumer_reports_the_throttle_time(quota_broker: BrokerProc
 
 def test_quota_sensors_are_scraped_with_kafkas_names(quota_broker: BrokerProcess, admin: KafkaClient) -> None:
     """/metrics of the running broker shows the sensors of a throttled producer and of an unthrottled one as
-    the JMX exporter names Kafka's: kafka_server_quota_byte_rate / _throttle_time{resource, user, clientid}."""
+    the JMX exporter names Kafka's: kafka_server_quota_byte_rate / _throttle_time{resource, user, clientid}.
+    Each scrape follows traffic at once: a rate forgets samples older than the window (3 s here)."""
     topic = make_topic(admin, "quota-metrics")
     set_quota(admin, (("user", "ANONYMOUS"), ("client-id", "metered")), "producer_byte_rate", QUOTA)
     set_quota(admin, (("client-id", "absent"),), "producer_byte_rate", QUOTA)  # client-id quotas exist too
-    metered = KafkaProducer(bootstrap_servers=quota_broker.bootstrap, client_id="metered", linger_ms=5)
-    unmetered = KafkaProducer(bootstrap_servers=quota_broker.bootstrap, client_id="unmetered", linger_ms=5)
-    try:
-        wait_for("the metered producer to be throttled",
-                 lambda: (produce_for(metered, topic, 0.5) and throttle_max(metered.metrics()) > 0) or None)
-        produce_for(unmetered, topic, 0.2)
-        series = scrape_quotas(quota_broker)
-    finally:
-        metered.close(timeout=10)
-        unmetered.close(timeout=10)
     # A user and client-id quota: the sensor carries both tags.
     throttled = (("clientid", "metered"), ("resource", "Produce"), ("user", "ANONYMOUS"))
-    assert 0 < series[("kafka_server_quota_byte_rate", throttled)] < 10 * QUOTA, series
-    assert series[("kafka_server_quota_throttle_time", throttled)] > 0, series
     # No quota of its own, and client-id quotas on this broker too: tagged by its client id alone (Kafka's
     # precedence walk ends at the client-id levels), never throttled.
     free = (("clientid", "unmetered"), ("resource", "Produce"))
-    assert series[("kafka_server_quota_byte_rate", free)] > 0, series
-    assert math.isnan(series[("kafka_server_quota_throttle_time", free)]), series
+    metered = KafkaProducer(bootstrap_servers=quota_broker.bootstrap, client_id="metered", linger_ms=5)
+    unmetered = KafkaProducer(bootstrap_servers=quota_broker.bootstrap, client_id="unmetered", linger_ms=5)
+
+    def seen(producer: KafkaProducer, labels: tuple[tuple[str, str], ...], throttle: bool) -> dict[Any, float] | None:
+        produce_for(producer, topic, 0.3)
+        series = scrape_quotas(quota_broker)
+        rate = series.get(("kafka_server_quota_byte_rate", labels), 0.0)
+        given = series.get(("kafka_server_quota_throttle_time", labels), math.nan)
+        return series if rate > 0 and (given > 0 if throttle else math.isnan(given)) else None
+
+    try:
+        series = wait_for("the metered producer's throttled sensor", lambda: seen(metered, throttled, True))
+        assert series[("kafka_server_quota_byte_rate", throttled)] < 10 * QUOTA, series
+        assert throttle_max(metered.metrics()) > 0  # what the broker counted is what the client was told
+        series = wait_for("the unmetered producer's sensor, never throttled", lambda: seen(unmetered, free, False))
+    finally:
+        metered.close(timeout=10)
+        unmetered.close(timeout=10)
     # Every request is recorded against the request-time sensors once quotas are on.
     assert series[("kafka_server_quota_request_time", (("clientid", "unmetered"), ("resource", "Request")))] >= 0
 
