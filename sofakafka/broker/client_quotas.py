@@ -194,6 +194,9 @@ class ClientQuotaManager:
         self._kinds_seen = 0
         self._seen_table: quotas.QuotaTable | None = None
         self._seen_len = -1
+        self._has_quota: dict[tuple[str, str | None], bool] = {}
+        self._has_quota_table: quotas.QuotaTable | None = None
+        self._has_quota_len = -1
         self.throttled: dict[str, int] = {k: 0 for k in quotas.QUOTA_KEYS}
         """How many records of each type were throttled (for tests)."""
 
@@ -251,6 +254,24 @@ class ClientQuotaManager:
                             now_ms: int | None = None) -> int:
         return self.record(quotas.REQUEST_PERCENTAGE, principal, client_id, seconds * 1e9 * NANOS_TO_PERCENTAGE,
                            now_ms)
+
+    def has_quota(self, principal: str, client_id: str | None) -> bool:
+        """Whether any quota (of any type) bounds the connections of ``principal`` with ``client_id``: answered
+        per request, so cached until the quota table changes."""
+        table = self._table()
+        if not table and self._static[quotas.PRODUCER_BYTE_RATE] == LONG_MAX \
+                and self._static[quotas.CONSUMER_BYTE_RATE] == LONG_MAX:
+            return False
+        if table is not self._has_quota_table or len(table) != self._has_quota_len or len(self._has_quota) > 10_000:
+            self._has_quota_table, self._has_quota_len = table, len(table)
+            self._has_quota.clear()
+        known = self._has_quota.get((principal, client_id))
+        if known is None:
+            user = _user_name(principal)
+            known = self._has_quota[(principal, client_id)] = any(
+                self._kinds(table, key) and self.bound(key, user, client_id or "", table)[1] is not None
+                for key in quotas.QUOTA_KEYS)
+        return known
 
     def max_value_in_quota_window(self, key: str, principal: str, client_id: str | None) -> int:
         """The most that one request may record without being throttled whatever came before it: the bound over

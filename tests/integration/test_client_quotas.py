@@ -28,8 +28,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from sofakafka.cli.main import main as cli_main
 from sofakafka.client import KafkaClient, NewTopic
-from sofakafka.protocol.api import decode_response
+from sofakafka.protocol.api import decode_response, encode_request, size_prefixed
 from sofakafka.protocol.errors import ErrorCode, KafkaError
+from sofakafka.protocol.headers import RequestHeader
 from sofakafka.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from sofakafka.protocol.messages.produce import ProduceRequest, ProduceResponse
 from sofakafka.protocol.records import Record, build_batch
@@ -263,7 +264,11 @@ def test_a_quota_set_while_a_client_runs_throttles_it_without_a_restart(
     topic = make_topic(admin, "quota-change")
     producer = KafkaProducer(bootstrap_servers=quota_broker.bootstrap, client_id="changing", linger_ms=5)
     try:
-        produce_for(producer, topic, 0.5)
+        # Running, but slowly: bytes sent at full speed before the quota would count against it once it is set
+        # (quotas are on on this broker, so the client's sensor records them) and earn one long throttle.
+        for _ in range(20):
+            producer.send(topic, VALUE)
+        producer.flush(timeout=60)
         assert throttle_max(producer.metrics()) == 0
         # Through the command-line tool this time: sofakafka quotas alter.
         assert sofakafka(capsys, "quotas", "alter", "--bootstrap-server", quota_broker.bootstrap,
@@ -358,7 +363,7 @@ def test_a_client_older_than_kip_219_gets_the_throttle_time_too(quota_broker: Br
     """Produce v5 predates client-side throttling: the broker holds the response back instead (no timing is
     asserted); the response still says how long, and the records are appended."""
     topic = make_topic(admin, "quota-old-produce")
-    set_quota(admin, (("client-id", "old-producer"),), "producer_byte_rate", 1000)
+    set_quota(admin, (("client-id", "old-producer"),), "producer_byte_rate", 3000)  # ~10 KB in 2 s: ~1.4 s
     records = build_batch([Record(i, base_timestamp_ms(), None, VALUE) for i in range(10)])
     T = ProduceRequest.TopicProduceData
     with socket.create_connection((quota_broker.host, quota_broker.port), timeout=60) as s:
@@ -368,3 +373,32 @@ def test_a_client_older_than_kip_219_gets_the_throttle_time_too(quota_broker: Br
     assert isinstance(response, ProduceResponse)
     assert response.throttle_time_ms > 0
     assert response.responses[0].partitions[0].error_code == ErrorCode.NONE
+
+
+def test_a_throttled_clients_pipelined_requests_wait_for_the_mute(quota_broker: BrokerProcess,
+                                                                   admin: KafkaClient) -> None:
+    """A client with a quota has its requests handled one at a time, as Kafka handles every connection's: five
+    Produce requests that reach the broker together (one write of 20 KB, read at once), the first one already far
+    over the quota, leave four unhandled while the first one's throttle lasts (about 40 s here), so the broker has
+    recorded one request and one throttle time. Handled all at once, they would all have been appended and each
+    given a longer throttle."""
+    topic = make_topic(admin, "quota-pipelined")
+    set_quota(admin, (("client-id", "pipelined"),), "producer_byte_rate", 100)
+    records = build_batch([Record(i, base_timestamp_ms(), None, VALUE) for i in range(4)])
+    T = ProduceRequest.TopicProduceData
+    request = ProduceRequest(acks=1, timeout_ms=10_000, topics=[T(name=topic, partitions=[
+        T.PartitionProduceData(partition_index=0, records=records)])])
+    frames = b"".join(size_prefixed(encode_request(RequestHeader(
+        request_api_key=request.API_KEY, request_api_version=8, correlation_id=c, client_id="pipelined"), request))
+        for c in range(1, 6))
+    with socket.create_connection((quota_broker.host, quota_broker.port), timeout=60) as s:
+        s.sendall(frames)
+        header, response = decode_response(wire.recv_frame(s), request.API_KEY, 8)
+        assert header.correlation_id == 1 and isinstance(response, ProduceResponse)
+        assert response.throttle_time_ms > 20_000, response.throttle_time_ms
+        series = scrape_quotas(quota_broker)
+    labels = (("clientid", "pipelined"), ("resource", "Produce"))
+    # The mean of the throttle times given: the first request's alone (the others wait unread).
+    assert series[("kafka_server_quota_throttle_time", labels)] == response.throttle_time_ms
+    # One request's bytes over the 2 s the rate counts at least (0 once its sample is 3 s old).
+    assert series[("kafka_server_quota_byte_rate", labels)] < len(records), series

@@ -246,6 +246,19 @@ def test_one_fetch_may_carry_what_the_quota_allows_over_all_but_one_window() -> 
     assert off.max_value_in_quota_window(CONSUMER_BYTE_RATE, "User:u", "c") == 2**31 - 1
 
 
+def test_has_quota_answers_for_any_type_and_follows_the_table() -> None:
+    table: dict[QuotaEntity, dict[str, float]] = {}
+    m, _ = manager(table)
+    assert not m.has_quota("User:alice", "app")
+    table[E(user="alice")] = {REQUEST_PERCENTAGE: 10.0}
+    assert m.has_quota("User:alice", "app") and m.has_quota("User:alice", "other")
+    assert not m.has_quota("User:bob", "app")
+    del table[E(user="alice")]
+    assert not m.has_quota("User:alice", "app")
+    static, _ = manager({}, static_consumer=1000)
+    assert static.has_quota("User:bob", "app") and not static.has_quota("User:bob", "")
+
+
 def test_idle_sensors_leave_the_metrics_after_an_hour_even_without_traffic() -> None:
     m, clock = manager({E(client_id="c"): {PRODUCER_BYTE_RATE: 1000.0}})
     m.record(PRODUCER_BYTE_RATE, "User:u", "c", 10)
