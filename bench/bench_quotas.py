@@ -102,6 +102,9 @@ def _kafka_python_throttle(metrics: dict[str, dict[str, Any]]) -> tuple[float, f
     return largest("throttle-time-max"), largest("throttle-time-avg")
 
 
+_KEEP: list[object] = []
+
+
 def _wait_until(t: float) -> None:
     while (left := t - time.time()) > 0:
         time.sleep(min(left, 0.5))
@@ -156,6 +159,7 @@ def run_role(role: str, bootstrap: str, topic: str, start: float, end: float) ->
         from kafka import KafkaProducer
 
         kp = KafkaProducer(bootstrap_servers=bootstrap, client_id="tenant-kp-producer", linger_ms=5)
+        _KEEP.append(kp)  # alive until os._exit: its __del__ would flush what the quota holds back
         kp.partitions_for(topic)
         samples: list[tuple[float, float, float]] = []
         stop = threading.Event()

@@ -47,7 +47,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.peer import kafka_broker, kafka_peer_available, load, sofakafka_broker
 
-REPO = Path(__file__).resolve().parent.parent
 TOPIC = "bench-spark"
 # The confluent-kafka reader's fetch sizes; Spark's third run uses the same (the connector's default is 1 MB per
 # partition per fetch).
