@@ -13,9 +13,10 @@ quota window of 11 s):
    ``--quota`` bytes/s;
 2. the probe, an unthrottled librdkafka producer (its own client id, no quota), sends one 100-byte record at a
    time, acks=1, waits for its acknowledgement (``flush()``), every 20 ms: ``--baseline-seconds`` alone;
-3. the four tenants start together, each in its own process, each sending or reading as fast as it can: a
-   librdkafka producer, a kafka-python producer (1000-byte records), a librdkafka consumer and a kafka-python
-   consumer (reading the filled topic from the start), for ``--windows`` quota windows (33 s), the probe still
+3. the five tenants start together, each in its own process, each sending or reading as fast as it can, 1000-byte
+   records: a librdkafka producer with its default ``batch.size`` (1 MB), one with 64 KB batches, a kafka-python
+   producer (16 KB batches, its default), a librdkafka consumer and a kafka-python consumer (both reading the
+   filled topic, written in 64 KB batches, from the start), for ``--windows`` quota windows (33 s), the probe still
    running;
 4. then every tenant's quota is doubled (AlterClientQuotas again, nothing restarted) and they run
    ``--change-windows`` more (22 s).
@@ -73,8 +74,14 @@ QUOTA_WINDOW_S = 11  # both brokers' default quota.window.num (11) x quota.windo
 HALF_S = QUOTA_WINDOW_S / 2
 KP_QUEUED = 2000  # records the kafka-python producer may have unacknowledged, as librdkafka's queue holds 2000
 FILL_TOPIC = "quota-source"
-TENANTS = ("librdkafka producer", "kafka-python producer", "librdkafka consumer", "kafka-python consumer")
-ROLES = {"librdkafka producer": "rdkafka-producer", "kafka-python producer": "kp-producer",
+TENANTS = ("librdkafka producer", "librdkafka 64 KB batches", "kafka-python producer", "librdkafka consumer",
+           "kafka-python consumer")
+# librdkafka's batch.size: its default (1,000,000), and the 64 KB of a producer whose requests are small next to
+# its quota (a throttled client overshoots by up to one request each time it is let in).
+RDKAFKA_BATCH = {"rdkafka-producer": 1_000_000, "rdkafka-producer-64k": 65_536}
+FILL_BATCH = 65_536  # the consumers read what a producer with 64 KB batches wrote
+ROLES = {"librdkafka producer": "rdkafka-producer", "librdkafka 64 KB batches": "rdkafka-producer-64k",
+         "kafka-python producer": "kp-producer",
          "librdkafka consumer": "rdkafka-consumer", "kafka-python consumer": "kp-consumer"}
 
 
@@ -114,11 +121,12 @@ def run_role(role: str, bootstrap: str, topic: str, start: float, end: float) ->
     events: list[tuple[float, int]] = []
     out: dict[str, Any] = {"role": role, "events": events}
     value = os.urandom(VALUE_BYTES)
-    if role == "rdkafka-producer":
+    if role in RDKAFKA_BATCH:
         from confluent_kafka import Producer
 
         throttles: list[tuple[float, float, int]] = []
-        p = Producer({"bootstrap.servers": bootstrap, "client.id": "tenant-rdkafka-producer", "linger.ms": 5,
+        p = Producer({"bootstrap.servers": bootstrap, "client.id": f"tenant-{role}", "linger.ms": 5,
+                      "batch.size": RDKAFKA_BATCH[role],
                       "queue.buffering.max.messages": 2000, "statistics.interval.ms": 1000,
                       "stats_cb": _rdkafka_stats(throttles)})
         p.list_topics(topic, timeout=30)
@@ -268,6 +276,7 @@ def set_quotas(bootstrap: str, quota: int) -> None:
     with KafkaClient(bootstrap) as admin:
         results = admin.alter_client_quotas([
             ((("client-id", "tenant-rdkafka-producer"),), [("producer_byte_rate", float(quota))]),
+            ((("client-id", "tenant-rdkafka-producer-64k"),), [("producer_byte_rate", float(quota))]),
             ((("client-id", "tenant-kp-producer"),), [("producer_byte_rate", float(quota))]),
             ((("client-id", "tenant-rdkafka-consumer"),), [("consumer_byte_rate", float(quota))]),
             ((("client-id", "tenant-kp-consumer"),), [("consumer_byte_rate", float(quota))]),
@@ -282,10 +291,11 @@ def prepare(bootstrap: str, fill_bytes: int) -> None:
     from confluent_kafka.cimpl import NewTopic  # where it is defined (admin re-exports it implicitly)
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    topics = [NewTopic(t, 1, 1) for t in (FILL_TOPIC, "quota-rdkafka", "quota-kafka-python", "quota-probe")]
+    topics = [NewTopic(t, 1, 1) for t in (FILL_TOPIC, "quota-rdkafka", "quota-rdkafka-64k", "quota-kafka-python",
+                                          "quota-probe")]
     for f in admin.create_topics(topics).values():
         f.result(60)
-    p = Producer({"bootstrap.servers": bootstrap, "client.id": "filler", "linger.ms": 20, "batch.size": 1_000_000})
+    p = Producer({"bootstrap.servers": bootstrap, "client.id": "filler", "linger.ms": 20, "batch.size": FILL_BATCH})
     value = os.urandom(VALUE_BYTES)
     for _ in range(fill_bytes // VALUE_BYTES):
         while True:
@@ -322,7 +332,8 @@ def measure(bootstrap: str, args: argparse.Namespace, metrics_url: str | None) -
     end = m.start + quota_phase
     probe = _spawn("probe", bootstrap, "quota-probe", baseline_start, end)
     tenants = {name: _spawn(ROLES[name], bootstrap, topic, m.start, end)
-               for name, topic in zip(TENANTS, ("quota-rdkafka", "quota-kafka-python", FILL_TOPIC, FILL_TOPIC),
+               for name, topic in zip(TENANTS, ("quota-rdkafka", "quota-rdkafka-64k", "quota-kafka-python", FILL_TOPIC,
+                                                FILL_TOPIC),
                                       strict=True)}
     try:
         next_load = baseline_start
