@@ -458,6 +458,7 @@ def main() -> None:
     ap.add_argument("--quota", type=int, default=512 * 1024, help="bytes/s for every tenant")
     ap.add_argument("--kafka-peer", action=argparse.BooleanOptionalAction, default=None,
                     help="also measure Apache Kafka 2.6 (default: when its jars, java and ZooKeeper are present)")
+    ap.add_argument("--dump", type=Path, help="also write every client's events (JSON) to this file")
     ap.add_argument("--role", help=argparse.SUPPRESS)
     ap.add_argument("--bootstrap", help=argparse.SUPPRESS)
     ap.add_argument("--topic", help=argparse.SUPPRESS)
@@ -504,6 +505,8 @@ def main() -> None:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     print_results(results, args)
+    if args.dump is not None:
+        args.dump.write_text(json.dumps({b: {"start": m.start, "roles": m.roles} for b, m in results.items()}))
 
 
 if __name__ == "__main__":
