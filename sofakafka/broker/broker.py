@@ -470,7 +470,7 @@ class Broker:
     def _gauges(self) -> BrokerGauges:
         """What the broker's state says now (loop thread, at scrape time): nothing here is read per request."""
         rm, node = self._replica_manager, self._node
-        gauges = BrokerGauges(connections=len(self.server.connections))
+        gauges = BrokerGauges(connections=len(self.server.connections), quota_sensors=self.client_quotas.gauges())
         if rm is None or node is None:
             return gauges
         for part in rm.partitions:
