@@ -137,6 +137,31 @@ class ClusterMetadata:
         return sorted(self.brokers)
 
 
+def changed_partitions(old: ClusterMetadata, new: ClusterMetadata) -> set[tuple[str, int]]:
+    """The partitions whose metadata differs between two snapshots of one cache: added, changed, removed, or
+    moved between ``topics`` and ``deleting``. The cache keeps the objects of whatever did not change, so this
+    costs a comparison per topic plus one per partition of the topics that changed, not one per partition of the
+    cluster. Snapshots of different caches (or from before a :meth:`MetadataCache.reload`) share no objects: every
+    partition of either comes out as changed, which is right, only slower."""
+    out: set[tuple[str, int]] = set()
+    for before, after in ((old.topics, new.topics), (old.deleting, new.deleting)):
+        if before is after:
+            continue
+        for name in before.keys() | after.keys():
+            a, b = before.get(name), after.get(name)
+            if a is b:
+                continue
+            if a is None or b is None:
+                for whole in (a, b):
+                    if whole is not None:
+                        out.update((name, p) for p in whole.partitions)
+                continue
+            old_parts = a.partitions
+            out.update((name, p) for p, meta in b.partitions.items() if old_parts.get(p) is not meta)
+            out.update((name, p) for p in old_parts.keys() - b.partitions.keys())
+    return out
+
+
 Listener = Callable[[ClusterMetadata], None]
 
 
@@ -409,9 +434,13 @@ class MetadataCache:
         model = self._topics.get(topic)
         if model is None:
             return
-        for partition in sorted(model.assignment):
-            if partition not in model.states:
-                self._load_state(topic, partition)
+        unknown = [partition for partition in sorted(model.assignment) if partition not in model.states]
+        # All at once: on ZooKeeper the reads go out together, a round trip for the lot rather than per partition.
+        reads = self._store.get_many([zk_paths.topic_partition_state_path(topic, p) for p in unknown], self._watch)
+        for partition, read in zip(unknown, reads, strict=True):
+            if read is not None:
+                model.states[partition] = (PartitionState.decode(read[0]), read[1].version)
+            model.dirty.add(partition)
 
     def _load_state(self, topic: str, partition: int) -> None:
         model = self._topics.get(topic)
@@ -458,34 +487,56 @@ class MetadataCache:
             model.all_dirty = True
 
     def _build_topic(self, name: str, model: _TopicModel) -> TopicMetadata:
+        """The topic's metadata, rebuilt for what changed. A partition whose metadata came out equal keeps its
+        object, and a topic none of whose partitions changed keeps its ``TopicMetadata``: readers find what
+        changed between two snapshots by identity (:func:`changed_partitions`), so a broker registering, which
+        marks every topic, costs them only the partitions whose offline replicas actually moved."""
         if model.built is not None and not model.all_dirty and not model.dirty:
             return model.built
         live = self._brokers
         built = model.built_partitions
+        changed = False
+        added = False
+        candidates: Iterable[int]
         if model.all_dirty:
-            for gone in set(built) - set(model.assignment):
+            for gone in [p for p in built if p not in model.assignment]:
                 del built[gone]
-            changed: Iterable[int] = model.assignment
+                changed = True
+            candidates = model.assignment
         else:
-            changed = model.dirty
-        for partition in changed:
+            candidates = model.dirty
+        for partition in candidates:
             replicas = model.assignment.get(partition)
             if replicas is None:
-                built.pop(partition, None)
+                if built.pop(partition, None) is not None:
+                    changed = True
                 continue
             offline = tuple(r for r in replicas if r not in live)
             found = model.states.get(partition)
             if found is None:
-                built[partition] = PartitionMetadata(name, partition, NO_LEADER, -1, replicas, (), offline)
+                fresh = PartitionMetadata(name, partition, NO_LEADER, -1, replicas, (), offline)
             else:
                 state, version = found
-                built[partition] = PartitionMetadata(
+                fresh = PartitionMetadata(
                     name, partition, state.leader, state.leader_epoch, replicas, state.isr, offline,
                     state.controller_epoch, version,
                 )
+            previous = built.get(partition)
+            if previous is not None and previous == fresh:
+                continue
+            if previous is None:
+                added = True
+            built[partition] = fresh
+            changed = True
         model.dirty.clear()
         model.all_dirty = False
-        model.built = TopicMetadata(name, MappingProxyType(dict(sorted(built.items()))))
+        if model.built is not None and not changed:
+            return model.built
+        if added:
+            # Partitions arrive in bursts (a topic created, partitions added): keep them in order for readers,
+            # sorting only then, not on every change of a state.
+            model.built_partitions = built = dict(sorted(built.items()))
+        model.built = TopicMetadata(name, MappingProxyType(dict(built)))
         return model.built
 
     def _rebuild(self) -> None:

@@ -154,6 +154,9 @@ def _stat(kstat: Any) -> ZnodeStat:
     )
 
 
+PIPELINE_WINDOW = 500
+"""Requests :meth:`ZooKeeperMetadataStore.get_many` and ``multi_many`` have in flight at once."""
+
 JUTE_MAX_BUFFER = 0xFFFFF
 """ZooKeeper's default ``jute.maxbuffer``: the server drops the connection of a client whose request packet
 is bigger, so the limit is on the whole request, not on the data alone."""
@@ -526,6 +529,114 @@ class ZooKeeperMetadataStore(MetadataStore):
 
     def multi(self, ops: Sequence[Op]) -> list[OpResult]:
         ops = list(ops)
+        self._check_ops(ops)
+        if not ops:
+            return []
+        outcome = self._multi_outcome(ops, self._write(lambda: list(self._transaction(ops).commit()), ops[0].path))
+        if isinstance(outcome, StoreError):
+            raise outcome
+        return outcome
+
+    def multi_many(self, transactions: Sequence[Sequence[Op]]) -> list[list[OpResult] | StoreError]:
+        """Sent in windows of :data:`PIPELINE_WINDOW` transactions without waiting for each answer (ZooKeeper
+        answers a session's requests in order). Like ``multi``, a transaction whose answer was lost with the
+        connection is not resent: its place holds a :class:`ConnectionLossError`."""
+        out: list[list[OpResult] | StoreError | None] = [None] * len(transactions)
+        todo: list[tuple[int, list[Op]]] = []
+        for index, ops in enumerate(transactions):
+            listed = list(ops)
+            try:
+                self._check_ops(listed)
+            except StoreError as exc:
+                out[index] = exc
+                continue
+            if listed:
+                todo.append((index, listed))
+            else:
+                out[index] = []
+        if todo:
+            self._check_open()
+            self._wait_connected(time.monotonic() + self._connection_timeout, todo[0][1][0].path)
+        for start in range(0, len(todo), PIPELINE_WINDOW):
+            sent = [(index, ops, self._transaction(ops).commit_async()) for index, ops in todo[start:start + PIPELINE_WINDOW]]
+            for index, ops, pending in sent:
+                try:
+                    results = list(pending.get())
+                except kz.KazooException as exc:
+                    if isinstance(exc, kz.SessionExpiredError | kz.ConnectionLoss | kz.ConnectionClosedError):
+                        self._check_open()
+                        out[index] = ConnectionLossError(f"connection lost during a write to {ops[0].path}", ops[0].path)
+                    else:
+                        out[index] = _translate(exc, ops[0].path)
+                    continue
+                out[index] = self._multi_outcome(ops, results)
+        return [o if o is not None else [] for o in out]
+
+    def get_many(self, paths: Sequence[str], watch: WatchCallback | None = None) -> list[tuple[bytes, ZnodeStat] | None]:
+        """Sent in windows of :data:`PIPELINE_WINDOW` reads without waiting for each answer; reads lost with the
+        connection are sent again (with the same watch, as ``get`` retries), until the connection timeout."""
+        for path in paths:
+            validate_path(path)
+        results: list[tuple[bytes, ZnodeStat] | None] = [None] * len(paths)
+        watches: dict[int, _Watch | None] = {}
+        pending = list(range(len(paths)))
+        deadline = time.monotonic() + self._connection_timeout
+        client = self._client
+        while pending:
+            self._check_open()
+            self._wait_connected(deadline, paths[pending[0]])
+            again: list[int] = []
+            missing: list[int] = []
+            for start in range(0, len(pending), PIPELINE_WINDOW):
+                sent = []
+                for i in pending[start:start + PIPELINE_WINDOW]:
+                    kwatch = watches[i] = self._new_watch(watch, "data", paths[i])
+                    sent.append((i, kwatch, client.get_async(paths[i], watch=kwatch)))
+                for i, kwatch, reply in sent:
+                    try:
+                        data, kstat = reply.get()
+                    except kz.NoNodeError:
+                        missing.append(i)
+                        continue
+                    except (kz.ConnectionLoss, kz.ConnectionClosedError, kz.SessionExpiredError) as exc:
+                        self._check_open()
+                        if time.monotonic() >= deadline:
+                            raise _translate(exc, paths[i]) from exc
+                        again.append(i)
+                        continue
+                    except kz.KazooException as exc:
+                        raise _translate(exc, paths[i]) from exc
+                    if kwatch is not None:
+                        kwatch.baseline = kstat.mzxid
+                        kwatch.ready.set()
+                    results[i] = (data or b""), _stat(kstat)
+            # A missing znode gets an existence watch; one created meanwhile is read again.
+            for start in range(0, len(missing), PIPELINE_WINDOW):
+                sent = []
+                for i in missing[start:start + PIPELINE_WINDOW]:
+                    kwatch = watches[i] = self._new_watch(watch, "data", paths[i])
+                    sent.append((i, kwatch, client.exists_async(paths[i], watch=kwatch)))
+                for i, kwatch, reply in sent:
+                    try:
+                        kstat = reply.get()
+                    except (kz.ConnectionLoss, kz.ConnectionClosedError, kz.SessionExpiredError) as exc:
+                        self._check_open()
+                        if time.monotonic() >= deadline:
+                            raise _translate(exc, paths[i]) from exc
+                        again.append(i)
+                        continue
+                    except kz.KazooException as exc:
+                        raise _translate(exc, paths[i]) from exc
+                    if kwatch is not None:
+                        kwatch.baseline = _MISSING if kstat is None else kstat.mzxid
+                        kwatch.ready.set()
+                    if kstat is not None:
+                        again.append(i)
+            pending = sorted(again)
+        return results
+
+    @staticmethod
+    def _check_ops(ops: Sequence[Op]) -> None:
         for index, op in enumerate(ops):
             try:
                 validate_path(op.path, sequential=isinstance(op, CreateOp) and op.sequence)
@@ -534,32 +645,31 @@ class ZooKeeperMetadataStore(MetadataStore):
             except StoreError as exc:
                 exc.op_index = index
                 raise
-        if not ops:
-            return []
 
-        def commit() -> list[Any]:
-            tx = self._client.transaction()
-            for op in ops:
-                if isinstance(op, CreateOp):
-                    tx.create(op.path, bytes(op.data), ephemeral=op.ephemeral, sequence=op.sequence)
-                elif isinstance(op, DeleteOp):
-                    tx.delete(op.path, op.version)
-                elif isinstance(op, SetDataOp):
-                    tx.set_data(op.path, bytes(op.data), op.version)
-                elif isinstance(op, CheckOp):
-                    tx.check(op.path, op.version)
-                else:
-                    raise BadArgumentsError(f"unknown operation {op!r}")
-            return list(tx.commit())
+    def _transaction(self, ops: Sequence[Op]) -> Any:
+        tx = self._client.transaction()
+        for op in ops:
+            if isinstance(op, CreateOp):
+                tx.create(op.path, bytes(op.data), ephemeral=op.ephemeral, sequence=op.sequence)
+            elif isinstance(op, DeleteOp):
+                tx.delete(op.path, op.version)
+            elif isinstance(op, SetDataOp):
+                tx.set_data(op.path, bytes(op.data), op.version)
+            elif isinstance(op, CheckOp):
+                tx.check(op.path, op.version)
+            else:
+                raise BadArgumentsError(f"unknown operation {op!r}")
+        return tx
 
-        results = self._write(commit, ops[0].path)
+    @staticmethod
+    def _multi_outcome(ops: Sequence[Op], results: Sequence[Any]) -> list[OpResult] | StoreError:
         for index, result in enumerate(results):
             if isinstance(result, Exception) and not isinstance(result, kz.RolledBackError | kz.RuntimeInconsistency):
                 error = _translate(result, ops[index].path)
                 error.op_index = index
-                raise error
+                return error
         if any(isinstance(r, Exception) for r in results):
-            raise StoreError(f"multi failed without naming an operation: {results!r}")
+            return StoreError(f"multi failed without naming an operation: {results!r}")
         converted: list[OpResult] = []
         for op, result in zip(ops, results, strict=True):
             if isinstance(op, CreateOp):

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from sofakafka.controller.embedded import EmbeddedMetadataStore
-from sofakafka.controller.metadata import ClusterMetadata, MetadataCache
+from sofakafka.controller.metadata import ClusterMetadata, MetadataCache, changed_partitions
 from sofakafka.controller.node import ControllerNode
 from sofakafka.controller.registration import create_top_level_paths, make_registration, register_broker
 from sofakafka.controller.store import ConnectionLossError
@@ -252,3 +252,31 @@ def test_reload_reads_everything_again_and_keeps_the_view_when_a_read_fails(
     # Still watching: a change after the reload arrives as usual.
     node.admin.create_topic(NewTopic("later", 1, 1))
     until(node.cache, lambda s: s.has_leaders("later"))
+
+
+def test_what_did_not_change_keeps_its_object_so_readers_find_what_changed(
+        cache: MetadataCache, store: EmbeddedMetadataStore) -> None:
+    """Readers (the broker applying metadata, the Metadata handler's encodings) find what changed between two
+    snapshots by identity, so the cost of a change is per changed partition, not per partition of the cluster."""
+    register_broker(store, make_registration(1, plaintext()))
+    store.create("/brokers/topics/calm", TopicAssignment({0: [1], 1: [1]}).encode())
+    store.create("/brokers/topics/busy", TopicAssignment({0: [1, 2], 1: [1, 2], 2: [1, 2]}).encode())
+    for partition in range(3):
+        store.create(f"/brokers/topics/busy/partitions/{partition}/state", PartitionState(1, 0, 1, (1,)).encode(),
+                     makepath=True)
+    before = until(cache, lambda s: "calm" in s.topics and all(p.leader == 1 for p in s.topics["busy"].partitions.values()))
+    store.set("/brokers/topics/busy/partitions/1/state", PartitionState(1, 1, 1, (1,)).encode())
+    after = until(cache, lambda s: s.partition("busy", 1).leader_epoch == 1)  # type: ignore[union-attr]
+    assert after.topics["calm"] is before.topics["calm"]
+    assert after.topics["busy"].partitions[0] is before.topics["busy"].partitions[0]
+    assert changed_partitions(before, after) == {("busy", 1)}
+    # A broker registering marks every topic for a rebuild; only partitions whose offline replicas moved change.
+    register_broker(store, make_registration(2, plaintext(9093)))
+    registered = until(cache, lambda s: 2 in s.brokers)
+    assert registered.topics["calm"] is after.topics["calm"]
+    assert changed_partitions(after, registered) == {("busy", 0), ("busy", 1), ("busy", 2)}
+    store.create("/admin/delete_topics/calm")
+    marked = until(cache, lambda s: "calm" in s.deleting)
+    assert changed_partitions(registered, marked) == {("calm", 0), ("calm", 1)}
+    assert changed_partitions(marked, marked) == set()
+
