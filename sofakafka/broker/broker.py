@@ -39,7 +39,7 @@ import contextlib
 import functools
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -578,7 +578,22 @@ class Broker:
             scope.update((lg.topic, lg.partition) for lg in self.log_manager.all_logs)
         else:
             scope = changed_partitions(previous, snap)
-        scope |= self._reapply
+        # Taken, not read: a StopReplica during this pass adds to the next pass's set.
+        reapply, self._reapply = self._reapply, set()
+        scope |= reapply
+        try:
+            retry = await self._apply_partitions(snap, previous, dynamic, scope)
+        except BaseException:
+            self._reapply |= reapply
+            raise
+        self._applied = snap
+        self._applied_dynamic = dynamic
+        self._reapply |= retry
+
+    async def _apply_partitions(self, snap: ClusterMetadata, previous: ClusterMetadata | None,
+                                dynamic: Mapping[str, str], scope: set[tuple[str, int]]) -> set[tuple[str, int]]:
+        """``_apply_metadata`` for the partitions of ``scope``; returns those to look at again next time."""
+        rm = self.replica_manager
         retry: set[tuple[str, int]] = set()
         to_lead: list[LeaderState] = []
         for tp in sorted(scope):
@@ -611,27 +626,26 @@ class Broker:
         if self._replication is not None:
             await self._replication.apply(snap, scope)
             await self._delete_removed_replicas(snap, scope)
-        # Log configs: of the topics whose overrides changed, of those with a partition in scope (new logs among
-        # them), or of every log when the dynamic broker defaults changed.
-        everything = previous is None or self._applied_dynamic != dynamic
-        topics = {tp[0] for tp in scope}
-        if not everything and previous is not None and previous.topic_configs is not snap.topic_configs:
-            for name in previous.topic_configs.keys() | snap.topic_configs.keys():
-                if previous.topic_configs.get(name) is not snap.topic_configs.get(name):
-                    topics.add(name)
-        logs: list[tuple[str, Log]]
-        if everything:
-            logs = [(part.topic, part.log) for part in rm.partitions] + \
-                [(tp[0], lg) for tp, lg in list(rm.follower_logs.items())]
+        # Log configs: of every log when the dynamic broker defaults changed, else of the partitions in scope (new
+        # logs among them) and of every partition of a topic whose overrides changed.
+        if previous is None or self._applied_dynamic != dynamic:
+            hosted: Iterable[tuple[str, int]] = [part.tp for part in rm.partitions] + list(rm.follower_logs)
         else:
-            logs = []
-            for name in topics:
+            configured: set[str] = set()
+            if previous.topic_configs is not snap.topic_configs:
+                for name in previous.topic_configs.keys() | snap.topic_configs.keys():
+                    if previous.topic_configs.get(name) is not snap.topic_configs.get(name):
+                        configured.add(name)
+            hosted = set(scope)
+            for name in configured:
                 found = snap.topics.get(name) or snap.deleting.get(name)
-                for number in (found.partitions if found is not None else ()):
-                    part = rm.get_partition((name, number))
-                    lg = part.log if part is not None else rm.follower_logs.get((name, number))
-                    if lg is not None:
-                        logs.append((name, lg))
+                hosted.update((name, number) for number in (found.partitions if found is not None else ()))
+        logs: list[tuple[str, Log]] = []
+        for tp in hosted:
+            part = rm.get_partition(tp)
+            lg = part.log if part is not None else rm.follower_logs.get(tp)
+            if lg is not None:
+                logs.append((tp[0], lg))
         configs: dict[str, LogConfig] = {}
         for topic_name, lg in logs:
             cfg = configs.get(topic_name)
@@ -644,9 +658,7 @@ class Broker:
             self._groups.on_metadata_applied(snap)
         if self._txns is not None:
             self._txns.on_metadata_applied(snap)
-        self._applied = snap
-        self._applied_dynamic = dynamic
-        self._reapply = retry
+        return retry
 
     # -- StopReplica --------------------------------------------------------------------------------------------------
     # StopReplicaSender: the controller (on its thread) asks for the replicas of a topic being deleted. Ours go the

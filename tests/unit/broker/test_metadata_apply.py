@@ -13,6 +13,7 @@ from pathlib import Path
 from sofakafka.broker.handlers.stop_replica import NO_EPOCH
 from sofakafka.broker.replica_manager import Partition
 from sofakafka.client import KafkaClient, NewTopic
+from sofakafka.client.client import ConfigResourceType
 from sofakafka.controller.zk_data import TopicPartition
 from tests.unit.broker.broker_harness import BrokerThread, running_broker
 
@@ -77,3 +78,26 @@ def test_a_partition_stopped_outside_a_pass_is_led_again_by_the_next(tmp_path: P
         assert c.metadata(["kept"]).topics["kept"].partitions[2].leader == -1
         assert c.create_topics([NewTopic("other", 1, 1)])["other"].error == 0
         wait_until("kept-2 led again", lambda: rm.get_partition(("kept", 2)) is not None)
+
+
+def test_config_changes_reach_the_logs_they_concern(tmp_path: Path) -> None:
+    """A topic's overrides reach every log of that topic, whether or not its partitions' metadata changed; a change
+    of the dynamic broker defaults reaches every log."""
+    with running_broker(tmp_path / "data") as b, KafkaClient(f"127.0.0.1:{b.port}") as c:
+        for name in ("a", "b"):
+            assert c.create_topics([NewTopic(name, 3, 1)])[name].error == 0
+        broker = b.broker
+        assert broker is not None
+        lm = broker.log_manager
+
+        def retention(topic: str) -> set[int]:
+            found = [lm.get_log(topic, p) for p in range(3)]
+            return {lg.config.retention_ms for lg in found if lg is not None}
+
+        wait_until("every log", lambda: all(lm.get_log(t, p) is not None for t in "ab" for p in range(3)))
+        c.alter_configs({(ConfigResourceType.TOPIC, "a"): {"retention.ms": "123456"}})[0].raise_for_error()
+        wait_until("a's logs reconfigured", lambda: retention("a") == {123456})
+        default = retention("b")
+        c.alter_configs({(ConfigResourceType.BROKER, ""): {"log.retention.ms": "654321"}})[0].raise_for_error()
+        wait_until("b's logs reconfigured", lambda: retention("b") == {654321})
+        assert default != {654321} and retention("a") == {123456}
