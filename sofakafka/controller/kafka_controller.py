@@ -729,18 +729,21 @@ class KafkaController:
             if ctx.state is not None and ctx.state.leader in dead and tp.topic not in self._context.topics_to_delete
         ]
         self._elect_leaders(led_by_dead)
-        self._remove_dead_from_isr(dead, refresh=True)
+        # Those the election just read (and wrote, or found without an eligible leader) need no second read.
+        self._remove_dead_from_isr(dead, refresh=True, just_read=set(led_by_dead))
         for topic in list(self._context.topics_to_delete):
             pending = self._context.deletion_pending.get(topic, set())
             # Requests sent to a dead broker will never be answered: resend when it comes back.
             pending -= {(b, p) for b, p in pending if b in dead}
 
-    def _remove_dead_from_isr(self, dead: set[int], *, refresh: bool) -> None:
+    def _remove_dead_from_isr(self, dead: set[int], *, refresh: bool,
+                              just_read: set[TopicPartition] | None = None) -> None:
         """Dead followers leave the ISR (never emptying it: the last member stays as a record of who was in
         sync, which a later election needs). ``refresh`` reads the state znodes first (all at once), since leaders
         change ISRs without telling us; only partitions a dead broker could be in the ISR of are read: those it is
         assigned to, or which the cached state names it in. Without ``refresh``, only partitions whose cached state
-        names a dead broker are touched (right after a failover loaded every state). The writes go in one batch."""
+        names a dead broker are touched (right after a failover loaded every state). ``just_read``: partitions whose
+        context was read (or written) moments ago, not read again. The writes go in one batch."""
         concerned: list[tuple[TopicPartition, PartitionContext]] = []
         for tp, ctx in sorted(self._context.partitions.items()):
             if ctx.state is None or tp.topic in self._context.topics_to_delete:
@@ -749,7 +752,7 @@ class KafkaController:
             if named or (refresh and not dead.isdisjoint(self._context.replicas(tp))):
                 concerned.append((tp, ctx))
         if refresh:
-            self.refresh_states(concerned)
+            self.refresh_states([(tp, ctx) for tp, ctx in concerned if just_read is None or tp not in just_read])
         updates: list[tuple[TopicPartition, PartitionContext, PartitionState]] = []
         for tp, ctx in concerned:
             state = ctx.state

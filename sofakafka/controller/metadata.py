@@ -282,6 +282,10 @@ class MetadataCache:
     def _watch(self, event: WatchedEvent) -> None:
         """On the store's event thread: re-read what changed and mark the snapshot stale."""
         try:
+            parts = event.path.strip("/").split("/")
+            if parts[:2] == ["brokers", "topics"] and len(parts) == 6 and parts[5] == "state" and parts[4].isdigit():
+                self._watch_state(parts[2], int(parts[4]))
+                return
             with self._lock:
                 if self._closed:
                     return
@@ -294,6 +298,29 @@ class MetadataCache:
         except (StoreError, ValueError) as exc:
             # ValueError covers ZkDataError: a znode another writer filled with something we cannot read.
             log.warning("metadata cache could not apply %s on %s: %s", event.type.name, event.path, exc)
+
+    def _watch_state(self, topic: str, partition: int) -> None:
+        """A partition state changed (the commonest event by far: leaders and ISRs): read it without holding the
+        cache's lock, so that readers building a snapshot (the broker's event loop among them) never wait for a
+        round trip to ZooKeeper, then apply it under the lock. A read older than what the cache holds (a reload
+        read meanwhile) is dropped; events reach here one at a time, in order, on the store's event thread."""
+        if self._closed or topic not in self._topics:
+            return
+        found = self._get_with_version(zk_paths.topic_partition_state_path(topic, partition))
+        with self._lock:
+            model = self._topics.get(topic)
+            if self._closed or model is None:
+                return
+            if found is None:
+                model.states.pop(partition, None)
+            else:
+                data, version = found
+                held = model.states.get(partition)
+                if held is not None and held[1] > version:
+                    return
+                model.states[partition] = (PartitionState.decode(data), version)
+            model.dirty.add(partition)
+            self._changed_model()
 
     def _changed_model(self) -> None:
         self._version += 1
@@ -338,8 +365,6 @@ class MetadataCache:
         elif parts[:2] == ["brokers", "topics"] and len(parts) == 3:
             if event.type != EventType.CHILD:
                 self._load_topic(parts[2])
-        elif parts[:2] == ["brokers", "topics"] and len(parts) == 6 and parts[5] == "state":
-            self._load_state(parts[2], int(parts[4]))
         elif path == zk_paths.DELETE_TOPICS_PATH:
             self._load_deletions()
         elif parts[:2] == ["config", "topics"] and len(parts) == 3:
@@ -441,18 +466,6 @@ class MetadataCache:
             if read is not None:
                 model.states[partition] = (PartitionState.decode(read[0]), read[1].version)
             model.dirty.add(partition)
-
-    def _load_state(self, topic: str, partition: int) -> None:
-        model = self._topics.get(topic)
-        if model is None:
-            return
-        found = self._get_with_version(zk_paths.topic_partition_state_path(topic, partition))
-        if found is None:
-            model.states.pop(partition, None)
-        else:
-            data, version = found
-            model.states[partition] = (PartitionState.decode(data), version)
-        model.dirty.add(partition)
 
     def _load_deletions(self) -> None:
         self._deleting = set(self._children(zk_paths.DELETE_TOPICS_PATH) or [])

@@ -10,8 +10,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from sofakafka.broker.handlers.stop_replica import NO_EPOCH
-from sofakafka.broker.replica_manager import Partition
+from sofakafka.broker.replica_manager import Partition, ReplicaManager
 from sofakafka.client import KafkaClient, NewTopic
 from sofakafka.client.client import ConfigResourceType
 from sofakafka.controller.zk_data import TopicPartition
@@ -35,8 +37,11 @@ def applied(b: BrokerThread) -> bool:
     return not broker._metadata_dirty and (task is None or task.done())
 
 
-def test_a_new_topic_is_applied_without_looking_at_the_other_partitions(tmp_path: Path) -> None:
-    with running_broker(tmp_path / "data") as b, KafkaClient(f"127.0.0.1:{b.port}") as c:
+def test_a_new_topic_is_applied_without_looking_at_the_other_partitions(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The ISR check walks every led partition on its own schedule (replica.lag.time.max.ms / 2): not in this window.
+    with running_broker(tmp_path / "data", {"replica.lag.time.max.ms": "600000"}) as b, \
+            KafkaClient(f"127.0.0.1:{b.port}") as c:
         assert c.create_topics([NewTopic("big", PARTITIONS, 1)])["big"].error == 0
         broker = b.broker
         assert broker is not None
@@ -50,15 +55,26 @@ def test_a_new_topic_is_applied_without_looking_at_the_other_partitions(tmp_path
             looked_at.append(tp)
             return real(tp)
 
+        listed = 0
+        every_partition = ReplicaManager.partitions
+
+        def counting_list(self: ReplicaManager) -> list[Partition]:
+            nonlocal listed
+            listed += 1
+            return every_partition.fget(self)  # type: ignore[attr-defined,no-any-return]
+
         rm.get_partition = counting  # type: ignore[method-assign]
+        monkeypatch.setattr(ReplicaManager, "partitions", property(counting_list))
         try:
             assert c.create_topics([NewTopic("small", 1, 1)])["small"].error == 0
             c.metadata()  # all topics: "big"'s encoded entry is still good, without a look at its partitions
             wait_until("the pass applied", lambda: applied(b))
         finally:
             rm.get_partition = real  # type: ignore[method-assign]
+            monkeypatch.undo()
         assert rm.get_partition(("small", 0)) is not None
         assert [tp for tp in looked_at if tp[0] == "big"] == []
+        assert listed == 0  # nothing listed every partition led here (the coordinators' topics are looked up)
 
 
 def test_a_partition_stopped_outside_a_pass_is_led_again_by_the_next(tmp_path: Path) -> None:

@@ -333,6 +333,7 @@ def test_a_failed_broker_s_leaderships_move_in_batches_not_a_round_trip_per_part
                                                             tuple(replicas))
     assert len(made) < 20, made
     assert sum(n for name, n in made if name == "multi_many") == partitions  # every state written once
+    assert sum(n for name, n in made if name == "get_many") == partitions  # and read once
 
 
 def test_a_new_controller_reads_the_states_of_a_topic_in_batches(
