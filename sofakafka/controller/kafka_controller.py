@@ -104,6 +104,7 @@ from sofakafka.controller.store import (
     NoNodeError,
     NotEmptyError,
     Op,
+    OpResult,
     SessionState,
     SetDataOp,
     StoreError,
@@ -121,6 +122,8 @@ from sofakafka.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+STATES_PER_MULTI = 100
+"""Partition states one fenced multi-op rewrites (about 15 KB)."""
 STATE_OPS_PER_MULTI = 1500
 """Operations in one multi-op creating new partition states: about 200 KB, well under ZooKeeper's 1 MB request
 limit (``jute.maxbuffer``) whatever the topic's size."""
@@ -635,27 +638,49 @@ class KafkaController:
         self._write_states([(tp, ctx, state)])
 
     def _write_states(self, updates: Sequence[tuple[TopicPartition, PartitionContext, PartitionState]]) -> None:
-        """Write each new state conditioned on the version its context holds, all in one batch of fenced
-        multi-ops (pipelined on ZooKeeper, one fsync embedded). A write that lost its race to the leader's own
-        ISR change (issue 6) is not retried: the context takes what the leader wrote, and the next event that
-        needs it decides again. A lost epoch fence raises ``ControllerMovedError``, after the successful writes
-        were recorded in the context."""
+        """Write each new state conditioned on the version its context holds, in fenced multi-ops of up to
+        ``STATES_PER_MULTI`` partitions sent together (pipelined on ZooKeeper, one fsync embedded): a failed
+        broker's ten thousand partitions are a few dozen requests, not ten thousand. A multi-op that failed (one of
+        its partitions lost its race) is sent again one partition per multi-op, so each partition's outcome is its
+        own. A write that lost its race to the leader's own ISR change (issue 6) is not retried: the context takes
+        what the leader wrote, and the next event that needs it decides again. A lost epoch fence raises
+        ``ControllerMovedError``, after the successful writes were recorded in the context."""
         if not updates:
             return
         fence = CheckOp(zk_paths.CONTROLLER_EPOCH_PATH, self._context.epoch_zk_version)
-        paths = [zk_paths.topic_partition_state_path(tp.topic, tp.partition) for tp, _, _ in updates]
-        outcomes = self._store.multi_many([
-            [fence, SetDataOp(path, state.encode(), ctx.zk_version)]
-            for path, (_, ctx, state) in zip(paths, updates, strict=True)])
-        lost: list[tuple[TopicPartition, PartitionContext]] = []
+
+        def set_op(update: tuple[TopicPartition, PartitionContext, PartitionState]) -> SetDataOp:
+            tp, ctx, state = update
+            return SetDataOp(zk_paths.topic_partition_state_path(tp.topic, tp.partition), state.encode(), ctx.zk_version)
+
+        groups = [list(updates[i:i + STATES_PER_MULTI]) for i in range(0, len(updates), STATES_PER_MULTI)]
+        outcomes = self._store.multi_many([[fence, *map(set_op, group)] for group in groups])
+        Update = tuple[TopicPartition, PartitionContext, PartitionState]
+        done: list[Update] = []
+        alone: list[Update] = []
+        judged: list[tuple[Update, list[OpResult] | StoreError]] = []
         failure: StoreError | None = None
-        for (tp, ctx, state), outcome in zip(updates, outcomes, strict=True):
+        for group, outcome in zip(groups, outcomes, strict=True):
             if not isinstance(outcome, StoreError):
-                ctx.state, ctx.zk_version = state, ctx.zk_version + 1
+                done += group
+            elif isinstance(outcome, BadVersionError) and outcome.op_index == 0:
+                failure = failure or outcome
+            elif len(group) == 1:
+                judged.append((group[0], outcome))
+            else:
+                alone += group
+        if alone and failure is None:
+            judged += zip(alone, self._store.multi_many([[fence, set_op(u)] for u in alone]), strict=True)
+        lost: list[tuple[TopicPartition, PartitionContext]] = []
+        for update, outcome in judged:
+            if not isinstance(outcome, StoreError):
+                done.append(update)
             elif isinstance(outcome, BadVersionError) and outcome.op_index == 1:
-                lost.append((tp, ctx))
+                lost.append((update[0], update[1]))
             elif failure is None:
                 failure = outcome
+        for _, ctx, state in done:
+            ctx.state, ctx.zk_version = state, ctx.zk_version + 1
         # The leader changed the ISR itself since we read it: start from its version.
         self.refresh_states(lost)
         if failure is not None:

@@ -17,9 +17,9 @@ from sofakafka.controller.embedded import EmbeddedMetadataServer, EmbeddedMetada
 from sofakafka.controller.kafka_controller import KafkaController
 from sofakafka.controller.node import ControllerNode
 from sofakafka.controller.registration import make_registration, register_broker
-from sofakafka.controller.store import MetadataStore
+from sofakafka.controller.store import MetadataStore, SetDataOp
 from sofakafka.controller.topics import NewTopic
-from sofakafka.controller.zk_data import PartitionState, TopicAssignment
+from sofakafka.controller.zk_data import PartitionState, TopicAssignment, TopicPartition
 
 from .conftest import SETTLE_TIMEOUT, plaintext, read_json, settle
 
@@ -302,7 +302,10 @@ class ControllerCalls:
         def call(*args: Any, **kwargs: Any) -> Any:
             if threading.current_thread().name.startswith("controller-"):
                 first = args[0] if args else None
-                self.calls.append((name, len(first) if isinstance(first, list) else 1))
+                if name == "multi_many":  # the partition states written
+                    self.calls.append((name, sum(isinstance(op, SetDataOp) for ops in first for op in ops)))
+                else:
+                    self.calls.append((name, len(first) if isinstance(first, list) else 1))
             return method(*args, **kwargs)
         return call
 
@@ -363,3 +366,28 @@ def test_the_states_of_a_big_topic_are_created_in_bounded_multi_ops(
     assert all(state(node.store, "big", p) == PartitionState(1, 0, 1, (1,)) for p in range(25))
     sizes = [n for name, n in calls.take() if name == "multi"]
     assert len(sizes) >= 5 and max(sizes) <= 10 + 2  # the fence, and a state with its partition's znode
+
+
+def test_a_batch_of_state_writes_keeps_each_partition_s_outcome_its_own(node: ControllerNode) -> None:
+    """States go in multi-ops of many partitions; one partition whose znode moved on (its leader changed the ISR)
+    fails its multi-op, and the others of that multi-op are written on their own: only the one that lost its race
+    is left as the leader wrote it, its context refreshed."""
+    partitions = 2 * kafka_controller.STATES_PER_MULTI + 10
+    node.admin.create_topic(NewTopic("many", partitions, 1))
+    settle(node)
+    store = node.store
+    moved = TopicPartition("many", kafka_controller.STATES_PER_MULTI + 3)
+    by_leader = PartitionState(1, 0, 1, (1,))
+    store.set(f"/brokers/topics/many/partitions/{moved.partition}/state", by_leader.encode())
+    controller = node.controller
+
+    def write() -> None:
+        updates = [(tp, ctx, PartitionState(1, 1, 1, (1,))) for tp, ctx in sorted(controller.context.partitions.items())
+                   if tp.topic == "many"]
+        controller._write_states(updates)
+
+    controller.call_on_thread(write, SETTLE_TIMEOUT, "write")
+    for p in range(partitions):
+        assert state(store, "many", p) == (by_leader if p == moved.partition else PartitionState(1, 1, 1, (1,)))
+    ctx = controller.context.partitions[moved]
+    assert (ctx.state, ctx.zk_version) == (by_leader, 1)
