@@ -392,19 +392,9 @@ def free_port_block(brokers: int) -> tuple[int, int]:
         base = random.randrange(20000, 32768 - cl.METRICS_PORT_OFFSET - brokers - 1)
         wanted = [p for b in range(1, brokers + 1) for p in (base + b - 1, base + cl.INTERNAL_PORT_OFFSET + b - 1,
                                                               base + cl.METRICS_PORT_OFFSET + b - 1)]
-        if all(_port_free(p) for p in [*wanted, base + 200]):
+        if all(cl._port_free("127.0.0.1", p) for p in [*wanted, base + 200]):
             return base, base + 200
     raise SystemExit("no free port block")
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def _listening(port: int) -> bool:

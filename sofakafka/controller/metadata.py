@@ -37,6 +37,7 @@ does not exist yet (the controller has not elected its leader) has ``leader`` -1
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -51,6 +52,7 @@ from sofakafka.controller.store import (
     SessionExpiredError,
     StoreError,
     WatchedEvent,
+    ZnodeStat,
 )
 from sofakafka.controller.zk_data import BrokerEndpoint, BrokerRegistration, PartitionState, TopicAssignment
 
@@ -300,25 +302,41 @@ class MetadataCache:
             log.warning("metadata cache could not apply %s on %s: %s", event.type.name, event.path, exc)
 
     def _watch_state(self, topic: str, partition: int) -> None:
-        """A partition state changed (the commonest event by far: leaders and ISRs): read it without holding the
-        cache's lock, so that readers building a snapshot (the broker's event loop among them) never wait for a
-        round trip to ZooKeeper, then apply it under the lock. A read older than what the cache holds (a reload
-        read meanwhile) is dropped; events reach here one at a time, in order, on the store's event thread."""
+        """A partition state changed (the commonest event by far: leaders and ISRs). It is read with ``get_async``:
+        on ZooKeeper the event thread sends the read and goes on to the next event, so a failover's thousands of
+        changed states are read a few round trips apart, not one after the other; and no lock is held meanwhile,
+        so readers building a snapshot (the broker's event loop among them) never wait for ZooKeeper."""
         if self._closed or topic not in self._topics:
             return
-        found = self._get_with_version(zk_paths.topic_partition_state_path(topic, partition))
+        self._store.get_async(zk_paths.topic_partition_state_path(topic, partition), self._watch,
+                              functools.partial(self._apply_state, topic, partition))
+
+    def _apply_state(self, topic: str, partition: int, read: tuple[bytes, ZnodeStat] | StoreError | None) -> None:
+        """On the event thread, with a state read: apply it, unless it is older than what the cache holds (answers
+        arrive in the order the reads were sent, but a reload may have read a newer one meanwhile)."""
+        path = zk_paths.topic_partition_state_path(topic, partition)
+        if isinstance(read, StoreError):
+            if isinstance(read, SessionExpiredError):
+                log.info("metadata cache left the state %s to the reload after a new session: %s", path, read)
+            else:
+                log.warning("metadata cache could not read the state %s: %s", path, read)
+            return
+        try:
+            decoded = None if read is None else PartitionState.decode(read[0])
+        except ValueError as exc:
+            log.warning("metadata cache could not read the state %s: %s", path, exc)
+            return
         with self._lock:
             model = self._topics.get(topic)
             if self._closed or model is None:
                 return
-            if found is None:
+            if read is None or decoded is None:
                 model.states.pop(partition, None)
             else:
-                data, version = found
                 held = model.states.get(partition)
-                if held is not None and held[1] > version:
+                if held is not None and held[1] > read[1].version:
                     return
-                model.states[partition] = (PartitionState.decode(data), version)
+                model.states[partition] = (decoded, read[1].version)
             model.dirty.add(partition)
             self._changed_model()
 

@@ -53,6 +53,7 @@ from sofakafka.controller.store import (
     NewSessionListener,
     Op,
     OpResult,
+    ReadCallback,
     SessionExpiredError,
     SessionState,
     StateListener,
@@ -253,6 +254,9 @@ class SessionRenewingStore(MetadataStore):
 
     def multi_many(self, transactions: Sequence[Sequence[Op]]) -> list[list[OpResult] | StoreError]:
         return self._session().multi_many(transactions)
+
+    def get_async(self, path: str, watch: WatchCallback | None, callback: ReadCallback) -> None:
+        self._session().get_async(path, watch, callback)
 
     def sync(self, timeout: float | None = None) -> None:
         if self._closed:

@@ -145,6 +145,8 @@ class WatchedEvent:
 
 WatchCallback = Callable[[WatchedEvent], None]
 StateListener = Callable[[SessionState], None]
+ReadCallback = Callable[[tuple[bytes, ZnodeStat] | StoreError | None], None]
+"""What :meth:`MetadataStore.get_async` calls with its answer."""
 NewSessionListener = Callable[[], None]
 """Called after a renewing store replaced a lost session (Kafka's ``afterInitializingSession``)."""
 
@@ -280,6 +282,20 @@ class MetadataStore(ABC):
                         out.append(None)
                         break
         return out
+
+    def get_async(self, path: str, watch: WatchCallback | None, callback: ReadCallback) -> None:
+        """``get_many([path], watch)[0]`` with the answer handed to ``callback`` instead of returned (a
+        :class:`StoreError` too, instead of raised). For a watch callback that re-reads what changed: the
+        ZooKeeper backend sends the read and returns at once, and ``callback`` runs on the event thread when the
+        answer is in, so a burst of a thousand changed znodes is read in a few round trips, not a thousand one
+        after the other. Callbacks of reads issued one after the other run in that order, and a ``sync`` issued
+        after this call returns only after ``callback`` ran. This default reads at once and calls ``callback``
+        before returning."""
+        try:
+            result: tuple[bytes, ZnodeStat] | StoreError | None = self.get_many([path], watch)[0]
+        except StoreError as exc:
+            result = exc
+        callback(result)
 
     def multi_many(self, transactions: Sequence[Sequence[Op]]) -> list[list[OpResult] | StoreError]:
         """Independent multi-ops, committed in order, each one wholly or not at all: a transaction's failure is

@@ -55,7 +55,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,6 +82,7 @@ from sofakafka.controller.store import (
     NotEmptyError,
     Op,
     OpResult,
+    ReadCallback,
     SessionExpiredError,
     SessionState,
     SetDataOp,
@@ -153,6 +154,9 @@ def _stat(kstat: Any) -> ZnodeStat:
         pzxid=kstat.pzxid,
     )
 
+
+_NO_NODE = object()
+"""What :meth:`ZooKeeperMetadataStore._pipelined` yields for a read answered NONODE."""
 
 PIPELINE_WINDOW = 500
 """Requests :meth:`ZooKeeperMetadataStore.get_many` and ``multi_many`` have in flight at once."""
@@ -574,7 +578,7 @@ class ZooKeeperMetadataStore(MetadataStore):
 
     def get_many(self, paths: Sequence[str], watch: WatchCallback | None = None) -> list[tuple[bytes, ZnodeStat] | None]:
         """Sent in windows of :data:`PIPELINE_WINDOW` reads without waiting for each answer; reads lost with the
-        connection are sent again (with the same watch, as ``get`` retries), until the connection timeout."""
+        connection are sent again (with a fresh watch, as the read is), until the connection timeout."""
         for path in paths:
             validate_path(path)
         results: list[tuple[bytes, ZnodeStat] | None] = [None] * len(paths)
@@ -582,58 +586,95 @@ class ZooKeeperMetadataStore(MetadataStore):
         pending = list(range(len(paths)))
         deadline = time.monotonic() + self._connection_timeout
         client = self._client
+
+        def send(i: int, read: Callable[..., Any]) -> Any:
+            watches[i] = self._new_watch(watch, "data", paths[i])
+            return read(paths[i], watch=watches[i])
+
         while pending:
             self._check_open()
             self._wait_connected(deadline, paths[pending[0]])
             again: list[int] = []
             missing: list[int] = []
-            for start in range(0, len(pending), PIPELINE_WINDOW):
-                sent = []
-                for i in pending[start:start + PIPELINE_WINDOW]:
-                    kwatch = watches[i] = self._new_watch(watch, "data", paths[i])
-                    sent.append((i, kwatch, client.get_async(paths[i], watch=kwatch)))
-                for i, kwatch, reply in sent:
-                    try:
-                        data, kstat = reply.get()
-                    except kz.NoNodeError:
-                        missing.append(i)
-                        continue
-                    except (kz.ConnectionLoss, kz.ConnectionClosedError, kz.SessionExpiredError) as exc:
-                        self._check_open()
-                        if time.monotonic() >= deadline:
-                            raise _translate(exc, paths[i]) from exc
-                        again.append(i)
-                        continue
-                    except kz.KazooException as exc:
-                        raise _translate(exc, paths[i]) from exc
-                    if kwatch is not None:
-                        kwatch.baseline = kstat.mzxid
-                        kwatch.ready.set()
-                    results[i] = (data or b""), _stat(kstat)
+            for i, answer in self._pipelined(pending, lambda i: send(i, client.get_async), paths, deadline, again):
+                if answer is _NO_NODE:
+                    missing.append(i)
+                    continue
+                data, kstat = answer
+                self._armed(watches[i], kstat.mzxid)
+                results[i] = (data or b""), _stat(kstat)
             # A missing znode gets an existence watch; one created meanwhile is read again.
-            for start in range(0, len(missing), PIPELINE_WINDOW):
-                sent = []
-                for i in missing[start:start + PIPELINE_WINDOW]:
-                    kwatch = watches[i] = self._new_watch(watch, "data", paths[i])
-                    sent.append((i, kwatch, client.exists_async(paths[i], watch=kwatch)))
-                for i, kwatch, reply in sent:
-                    try:
-                        kstat = reply.get()
-                    except (kz.ConnectionLoss, kz.ConnectionClosedError, kz.SessionExpiredError) as exc:
-                        self._check_open()
-                        if time.monotonic() >= deadline:
-                            raise _translate(exc, paths[i]) from exc
-                        again.append(i)
-                        continue
-                    except kz.KazooException as exc:
-                        raise _translate(exc, paths[i]) from exc
-                    if kwatch is not None:
-                        kwatch.baseline = _MISSING if kstat is None else kstat.mzxid
-                        kwatch.ready.set()
-                    if kstat is not None:
-                        again.append(i)
+            for i, kstat in self._pipelined(missing, lambda i: send(i, client.exists_async), paths, deadline, again):
+                self._armed(watches[i], _MISSING if kstat is None else kstat.mzxid)
+                if kstat is not None:
+                    again.append(i)
             pending = sorted(again)
         return results
+
+    def _pipelined(self, indexes: list[int], send: Callable[[int], Any], paths: Sequence[str], deadline: float,
+                   again: list[int]) -> Iterator[tuple[int, Any]]:
+        """``send(i)`` for each index, a window at a time; yields each answer (``_NO_NODE`` for NONODE) in order.
+        An index whose answer was lost with the connection goes to ``again``, until ``deadline``."""
+        for start in range(0, len(indexes), PIPELINE_WINDOW):
+            sent = [(i, send(i)) for i in indexes[start:start + PIPELINE_WINDOW]]
+            for i, reply in sent:
+                try:
+                    answer = reply.get()
+                except kz.NoNodeError:
+                    answer = _NO_NODE
+                except (kz.ConnectionLoss, kz.ConnectionClosedError, kz.SessionExpiredError) as exc:
+                    self._check_open()
+                    if time.monotonic() >= deadline:
+                        raise _translate(exc, paths[i]) from exc
+                    again.append(i)
+                    continue
+                except kz.KazooException as exc:
+                    raise _translate(exc, paths[i]) from exc
+                yield i, answer
+
+    @staticmethod
+    def _armed(kwatch: _Watch | None, baseline: int) -> None:
+        if kwatch is not None:
+            kwatch.baseline = baseline
+            kwatch.ready.set()
+
+    def get_async(self, path: str, watch: WatchCallback | None, callback: ReadCallback) -> None:
+        """Sent at once; kazoo hands the answer to its completion thread, which posts it to our event thread in
+        the order the answers arrived (the order the reads were sent: ZooKeeper answers a session in order). A
+        later ``sync`` completes through that same thread, after these answers were posted, and its marker then
+        follows them on our event thread. What the fast path cannot settle (a missing znode, which needs its
+        existence watch, or a lost connection) is settled there by ``get_many``, which retries."""
+        validate_path(path)
+        kwatch = self._new_watch(watch, "data", path)
+        try:
+            self._check_open()
+            reply = self._client.get_async(path, watch=kwatch)
+        except (StoreError, kz.KazooException):
+            self._events.post(lambda: self._settle_read(path, watch, callback))
+            return
+
+        def answered(done: Any) -> None:
+            # kazoo's completion thread: note what the watch saw (a re-arm after a reconnect waits for it, on our
+            # event thread), then hand on.
+            if done.successful():
+                self._armed(kwatch, done.value[1].mzxid)
+            self._events.post(lambda: self._got(path, watch, done, callback))
+
+        reply.rawlink(answered)
+
+    def _got(self, path: str, watch: WatchCallback | None, done: Any, callback: ReadCallback) -> None:
+        if not done.successful():
+            self._settle_read(path, watch, callback)
+            return
+        data, kstat = done.value
+        callback(((data or b""), _stat(kstat)))
+
+    def _settle_read(self, path: str, watch: WatchCallback | None, callback: ReadCallback) -> None:
+        try:
+            result: tuple[bytes, ZnodeStat] | StoreError | None = self.get_many([path], watch)[0]
+        except StoreError as exc:
+            result = exc
+        callback(result)
 
     @staticmethod
     def _check_ops(ops: Sequence[Op]) -> None:

@@ -12,7 +12,7 @@ from sofakafka.controller.embedded import EmbeddedMetadataStore
 from sofakafka.controller.metadata import ClusterMetadata, MetadataCache, changed_partitions
 from sofakafka.controller.node import ControllerNode
 from sofakafka.controller.registration import create_top_level_paths, make_registration, register_broker
-from sofakafka.controller.store import ConnectionLossError, EventType, KeeperState, WatchedEvent
+from sofakafka.controller.store import ConnectionLossError
 from sofakafka.controller.topics import NewTopic
 from sofakafka.controller.zk_data import (
     BrokerEndpoint,
@@ -298,14 +298,14 @@ def test_a_state_is_read_without_holding_the_cache_lock(
     store.create("/brokers/topics/t/partitions/0/state", PartitionState(1, 0, 1, (1,)).encode(), makepath=True)
     until(cache, lambda s: leader_of(s, "t", 0) == 1)
     reading, release = threading.Event(), threading.Event()
-    real = cache._get_with_version
+    real = store.get_many
 
-    def slow_read(path: str) -> tuple[bytes, int] | None:
+    def slow_read(paths: list[str], watch: object = None) -> object:
         reading.set()
         assert release.wait(SETTLE_TIMEOUT)
-        return real(path)
+        return real(paths, watch)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(cache, "_get_with_version", slow_read)
+    monkeypatch.setattr(store, "get_many", slow_read)
     store.set("/brokers/topics/t/partitions/0/state", PartitionState(1, 1, 1, (1,)).encode())
     assert reading.wait(SETTLE_TIMEOUT)
     try:
@@ -316,17 +316,15 @@ def test_a_state_is_read_without_holding_the_cache_lock(
     assert until(cache, lambda s: (p := s.partition("t", 0)) is not None and p.leader_epoch == 1)
 
 
-def test_a_state_read_older_than_the_one_held_is_dropped(
-        cache: MetadataCache, store: EmbeddedMetadataStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Read outside the lock, a state may arrive after a newer one (a reload read it meanwhile): the znode
-    version decides, so the view never goes back."""
+def test_a_state_read_older_than_the_one_held_is_dropped(cache: MetadataCache, store: EmbeddedMetadataStore) -> None:
+    """Read without the lock, a state may arrive after a newer one (a reload read it meanwhile): the znode version
+    decides, so the view never goes back."""
     path = "/brokers/topics/t/partitions/0/state"
     store.create("/brokers/topics/t", TopicAssignment({0: [1]}).encode())
     store.create(path, PartitionState(1, 0, 1, (1,)).encode(), makepath=True)
-    stale = (store.get(path)[0], 0)
+    stale = store.get(path)
     store.set(path, PartitionState(1, 1, 1, (1,)).encode())
     store.set(path, PartitionState(1, 2, 1, (1,)).encode())
     held = until(cache, lambda s: (p := s.partition("t", 0)) is not None and p.zk_version == 2)
-    monkeypatch.setattr(cache, "_get_with_version", lambda p: stale)
-    cache._watch(WatchedEvent(EventType.CHANGED, KeeperState.CONNECTED, path))
+    cache._apply_state("t", 0, stale)
     assert cache.snapshot().partition("t", 0) == held.partition("t", 0)
