@@ -33,13 +33,11 @@ import multiprocessing
 import os
 import platform
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,10 +45,8 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.peer import kafka_broker, kafka_peer_available, load
-from tests.integration.conftest import api_versions_ok, free_port
+from bench.peer import kafka_broker, kafka_peer_available, load, sofakafka_broker
 
-REPO = Path(__file__).resolve().parent.parent
 TOPIC = "bench-spark"
 # The confluent-kafka reader's fetch sizes; Spark's third run uses the same (the connector's default is 1 MB per
 # partition per fetch).
@@ -60,34 +56,6 @@ SPARK_RUNS: list[tuple[str, dict[str, str]]] = [
     ("Spark local[2] count(), second run", {}),
     ("Spark, fetch sizes as confluent-kafka's", {f"kafka.{k}": str(v) for k, v in FETCH.items()}),
 ]
-
-
-@contextlib.contextmanager
-def sofakafka_broker(tmp: Path) -> Iterator[str]:
-    port = free_port()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p))
-    with open(tmp / "broker.log", "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "sofakafka", "serve", "--log-level", "WARNING",
-                                 "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-                                 "--override", f"log.dirs={tmp / 'data'}"],
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                start_new_session=True)
-    bootstrap = f"127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while not api_versions_ok("127.0.0.1", port):  # as ReferenceKafka waits for Kafka
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"sofakafka did not start; see {tmp / 'broker.log'}")
-            time.sleep(0.2)
-        yield bootstrap
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(30)
 
 
 def fill(bootstrap: str, partitions: int, count: int, value: bytes) -> float:

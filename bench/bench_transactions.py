@@ -43,15 +43,10 @@ import contextlib
 import os
 import platform
 import shutil
-import signal
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,6 +55,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic  # where it is defined (admin re-exports it implicitly)
 
 from bench.peer import kafka_broker, kafka_peer_available, load
+from bench.peer import sofakafka_broker as peer_sofakafka_broker
 from sofakafka.client import BrokerConnection
 from sofakafka.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnRequest,
@@ -70,38 +66,6 @@ from sofakafka.protocol.messages.find_coordinator import FindCoordinatorRequest,
 from sofakafka.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from sofakafka.protocol.messages.produce import ProduceRequest, ProduceResponse
 from sofakafka.protocol.records import RecordBatchBuilder
-
-REPO = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def start_broker(data: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    log = open(data / "broker.log", "wb")  # the broker writes it as long as it runs
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p))
-    proc = subprocess.Popen([sys.executable, "-m", "sofakafka", "serve", "--log-level", "WARNING",
-                             "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-                             "--override", f"log.dirs={data / 'logs'}",
-                             "--override", "transaction.state.log.num.partitions=5",
-                             "--override", "offsets.topic.num.partitions=5"],
-                            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    bootstrap = f"127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc, bootstrap
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise SystemExit("the broker did not start")
-
 
 LINGER_MS = 5
 
@@ -210,18 +174,9 @@ def run_raw(bootstrap: str, topic: str, partitions: int, count: int, value: byte
     return steps
 
 
-@contextlib.contextmanager
-def sofakafka_broker(tmp: Path) -> Iterator[str]:
-    proc, bootstrap = start_broker(tmp)
-    try:
-        yield bootstrap
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(30)
+def sofakafka_broker(tmp: Path) -> contextlib.AbstractContextManager[str]:
+    return peer_sofakafka_broker(tmp, {"transaction.state.log.num.partitions": "5",
+                                       "offsets.topic.num.partitions": "5"})
 
 
 @dataclass

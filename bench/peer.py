@@ -1,7 +1,8 @@
-"""Apache Kafka 2.6 as the peer a benchmark measures next to sofakafka, started as the interop tests start it.
+"""Apache Kafka 2.6 as the peer a benchmark measures next to sofakafka, started as the interop tests start it,
+and the sofakafka broker it is measured against.
 
 Shared by the benchmarks that run the same load against both brokers in one run (``bench_transactions.py``,
-``bench_spark.py``): ``tests.reference.kafka.ReferenceKafka`` (kafka_2.13 2.6.3, the jars scripts/test.sh
+``bench_spark.py``, ``bench_quotas.py``): ``tests.reference.kafka.ReferenceKafka`` (kafka_2.13 2.6.3, the jars scripts/test.sh
 resolves into interop/java/target/lib) on a ZooKeeper of its own (``tests.cluster.conftest.start_zookeeper``,
 Debian's), both in a temporary directory the caller owns and both killed on the way out. The scripts run
 from the repository root with ``PYTHONPATH=.`` and import it as ``bench.peer``.
@@ -11,8 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def load() -> str:
@@ -55,3 +62,35 @@ def kafka_broker(tmp: Path, chroot: str, overrides: dict[str, str] | None = None
             kafka.kill()
     finally:
         zk.stop()
+
+
+@contextlib.contextmanager
+def sofakafka_broker(tmp: Path, overrides: dict[str, str] | None = None) -> Iterator[str]:
+    """One ``sofakafka serve`` process on a free loopback port, its data and log (``broker.log``) in ``tmp``,
+    with ``overrides``; yields the bootstrap address once it answers ApiVersions, stops it on the way out."""
+    from tests.integration.conftest import api_versions_ok, free_port
+
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p))
+    args = [sys.executable, "-m", "sofakafka", "serve", "--log-level", "WARNING",
+            "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={tmp / 'data'}"]
+    for key, value in (overrides or {}).items():
+        args += ["--override", f"{key}={value}"]
+    with open(tmp / "broker.log", "ab") as log:
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not api_versions_ok("127.0.0.1", port):  # as ReferenceKafka waits for Kafka
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"sofakafka did not start; see {tmp / 'broker.log'}")
+            time.sleep(0.2)
+        yield f"127.0.0.1:{port}"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)

@@ -67,6 +67,7 @@ from sofakafka.broker.offsets_topic import GroupCoordinatorRuntime
 from sofakafka.broker.producer_id_manager import ProducerIdManager
 from sofakafka.broker.replica_manager import LeaderState, ReplicaManager
 from sofakafka.broker.replication import Replication
+from sofakafka.broker.replication_quota import throttled_rate
 from sofakafka.broker.server import SocketServer
 from sofakafka.broker.transaction_topic import TransactionCoordinatorRuntime
 from sofakafka.broker.txn import TransactionCoordinator
@@ -77,7 +78,7 @@ from sofakafka.controller.kafka_controller import KafkaController
 from sofakafka.controller.metadata import ClusterMetadata, MetadataCache, changed_partitions
 from sofakafka.controller.node import ControllerNode
 from sofakafka.controller.session import SessionRenewingStore
-from sofakafka.controller.store import MetadataStore
+from sofakafka.controller.store import MetadataStore, StoreError
 from sofakafka.controller.topics import TopicAdmin
 from sofakafka.controller.zk_data import BrokerEndpoint, TopicPartition
 from sofakafka.controller.zookeeper import ZooKeeperMetadataStore, resolve_broker_id
@@ -87,6 +88,7 @@ from sofakafka.protocol.messages.stop_replica import StopReplicaResponse
 from sofakafka.security.authorizer import AclAuthorizer
 from sofakafka.security.quotas import QuotaTable
 from sofakafka.security.store import SecurityMetadata
+from sofakafka.security.token_manager import DelegationTokenManager
 from sofakafka.storage.cleaner import LogCleaner
 from sofakafka.storage.config import LogConfig
 from sofakafka.storage.errors import InvalidLogConfigError
@@ -108,6 +110,11 @@ CONTROLLED_SHUTDOWN_APPLY_SECONDS = 5.0
 # How long a StopReplica(delete) waits for our metadata to stop serving the topic (the deletion marker's watch
 # racing the controller's request) before it refuses, to be asked again.
 STOP_REPLICA_METADATA_WAIT_SECONDS = 5.0
+# How often the directories of deleted and moved logs are checked for removal (cheap when none is due).
+DELETE_LOGS_INTERVAL_MS = 1000
+ALTER_LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
+# Writes of a failed log dir's report to the store before giving up until the next session.
+LOG_DIR_FAILURE_REPORT_ATTEMPTS = 20
 
 
 class Broker:
@@ -232,6 +239,11 @@ class Broker:
     def security_metadata(self) -> SecurityMetadata | None:
         """SCRAM users and ACLs in the metadata tree (None until the broker has opened its store)."""
         return self.security.metadata
+
+    @property
+    def delegation_tokens(self) -> DelegationTokenManager | None:
+        """Delegation tokens (None without ``delegation.token.master.key`` or before the store is open)."""
+        return self.security.tokens
 
     def _quota_table(self) -> QuotaTable:
         metadata = self.security.metadata
@@ -385,6 +397,10 @@ class Broker:
             cluster_id=self._node.cluster_id,
             recovery_threads_per_data_dir=config.get_int("num.recovery.threads.per.data.dir"),
             max_open_segment_files=config.get_int("log.max.open.segment.files"),
+            alter_log_dirs_threads=threads if isinstance(threads := config.values.get(
+                "num.replica.alter.log.dirs.threads"), int) else None,
+            alter_log_dirs_chunk_bytes=config.get_int("replica.fetch.max.bytes"),
+            alter_log_dirs_rate=self._alter_log_dirs_rate(self._node.cache.snapshot()),
         )
         self._log_manager.add_dir_failure_listener(self._on_log_dir_failure)
         await self.run_blocking(self._log_manager.startup)
@@ -460,7 +476,7 @@ class Broker:
     def _gauges(self) -> BrokerGauges:
         """What the broker's state says now (loop thread, at scrape time): nothing here is read per request."""
         rm, node = self._replica_manager, self._node
-        gauges = BrokerGauges(connections=len(self.server.connections))
+        gauges = BrokerGauges(connections=len(self.server.connections), quota_sensors=self.client_quotas.gauges())
         if rm is None or node is None:
             return gauges
         for part in rm.partitions:
@@ -511,6 +527,12 @@ class Broker:
                and asyncio.get_running_loop().time() < deadline):
             await asyncio.sleep(0.01)
 
+    def _alter_log_dirs_rate(self, snap: ClusterMetadata) -> int:
+        """``replica.alter.log.dirs.io.max.bytes.per.second``: this broker's dynamic value, else server.properties
+        (as the replication throttles: a cluster default throttles nothing in Kafka 2.6)."""
+        return throttled_rate(snap.broker_config(self.broker_id), ALTER_LOG_DIRS_RATE,
+                              self.config.get_int(ALTER_LOG_DIRS_RATE))
+
     # -- log directory failure ----------------------------------------------------------------------------------------
     def _on_log_dir_failure(self, log_dir: Path, partitions: list[tuple[str, int]]) -> None:
         """The log manager took ``log_dir`` offline (its failure thread calls this)."""
@@ -530,6 +552,35 @@ class Broker:
             reason = f"every log directory is offline ({', '.join(str(d) for d in lm.log_dirs)})"
             log.critical("broker %d is shutting down: %s", self.broker_id, reason)
             self.failed.set_result(reason)
+            return
+        if self._loop is not None:
+            self._periodic.append(self._loop.create_task(self._after_log_dir_failure(partitions),
+                                                         name="log dir failure"))
+
+    async def _after_log_dir_failure(self, partitions: list[tuple[str, int]]) -> None:
+        """Kafka's ReplicaManager.handleLogDirFailure past the log manager: stop leading and following the offline
+        partitions (they answer KAFKA_STORAGE_ERROR until led elsewhere or the broker restarts with the dir), then
+        tell the controller, which moves their leaderships to other ISR members and takes this broker out of their
+        ISRs (sofakafka/controller/log_dir_failures.py)."""
+        rm, lm, node = self._replica_manager, self._log_manager, self._node
+        if rm is None or lm is None or node is None:
+            return
+        for topic, partition in partitions:
+            if self._replication is not None:
+                await self._replication.fetchers.stop_following((topic, partition))
+            await rm.stop_replica(topic, partition, delete=False)
+        dirs = [str(d) for d in lm.offline_log_dirs]
+        offline = [TopicPartition(t, p) for t, p in lm.offline_partitions]
+        for attempt in range(LOG_DIR_FAILURE_REPORT_ATTEMPTS):
+            try:
+                await self.run_blocking(lambda: node.report_log_dir_failures(dirs, offline))
+                return
+            except (StoreError, ValueError) as exc:
+                if self._stopped:
+                    return
+                log.warning("telling the controller about the failed log dirs failed (%s); retrying", exc)
+                await asyncio.sleep(min(5.0, 0.5 * (attempt + 1)))
+        log.error("could not tell the controller about the failed log dirs %s; a new session will", dirs)
 
     # -- metadata -> hosted partitions ------------------------------------------------------------------------------
     def _on_metadata_changed(self, _snapshot: ClusterMetadata) -> None:
@@ -568,6 +619,7 @@ class Broker:
         # Dynamic connection limits (max.connections and its kin): cluster-wide default, then this broker's own.
         dynamic = {**snap.broker_config(None), **snap.broker_config(self.broker_id)}
         await self.server.reconfigure(dynamic)
+        self.log_manager.mover.set_rate(self._alter_log_dirs_rate(snap))
         rm = self.replica_manager
         scope: set[tuple[str, int]]
         if previous is None:
@@ -600,6 +652,8 @@ class Broker:
             p = snap.partition(*tp)
             if p is None or p.leader != self.broker_id:
                 continue
+            if self.log_manager.is_offline(*tp):
+                continue  # its log dir failed: it answers KAFKA_STORAGE_ERROR until the controller moves it
             current = rm.get_partition(tp)
             if current is not None and current.leader_epoch == p.leader_epoch and p.zk_version < current.zk_version:
                 continue  # an older state than our own last ISR write: the newer one is on its way
@@ -783,12 +837,13 @@ class Broker:
             if self._replica_manager is not None:
                 lg = self.log_manager.get_log(tp.topic, tp.partition)
                 cleaner = self._cleaner
-                if cleaner is not None and lg is not None:
+                key = lg.dir if lg is not None else None  # a move between log dirs may rename it meanwhile
+                if cleaner is not None and key is not None:
                     # A cleaner pass must not be rewriting segments while their directory goes away.
-                    await self.run_blocking(functools.partial(cleaner.abort_and_pause_cleaning, lg.dir))
+                    await self.run_blocking(functools.partial(cleaner.abort_and_pause_cleaning, key))
                 await self._replica_manager.stop_replica(tp.topic, tp.partition, delete=True)
-                if cleaner is not None and lg is not None:
-                    cleaner.resume_cleaning(lg.dir)
+                if cleaner is not None and key is not None:
+                    cleaner.resume_cleaning(key)
             return ErrorCode.NONE
         except Exception:
             log.exception("deleting replica %s-%d failed", tp.topic, tp.partition)
@@ -841,12 +896,25 @@ class Broker:
                     config.get_int("log.flush.start.offset.checkpoint.interval.ms"), lm.checkpoint_log_start_offsets)
         self._every("high-watermark checkpoint", config.get_int("replica.high.watermark.checkpoint.interval.ms"),
                     lm.checkpoint_high_watermarks)
+        # Directories of deleted and moved logs go once file.delete.delay.ms has passed (Kafka's kafka-delete-logs).
+        self._every("delete logs", DELETE_LOGS_INTERVAL_MS, lm.delete_due_logs)
         if config.get_bool("log.cleaner.enable"):
             # The log manager owns the cleaner: its truncations and deletions pause it around their work.
             self._cleaner = lm.cleaner
             self._every("log cleaner", config.get_int("log.cleaner.backoff.ms"), lm.clean_compacted_logs)
         self._periodic.append(asyncio.get_running_loop().create_task(self._sweep_filtered_groups(),
                                                                      name="filtered-group members"))
+        tokens = self.security.tokens
+        if tokens is not None:
+            node = self.node
+
+            def expire_tokens() -> None:
+                # Kafka's controller runs the scan; the other brokers learn each removal from its notification.
+                if node.controller.is_active:
+                    tokens.expire_tokens()
+
+            self._every("delegation token expiry", config.get_int("delegation.token.expiry.check.interval.ms"),
+                        expire_tokens)
 
     async def _sweep_filtered_groups(self) -> None:
         """Members of filtered groups that left by session expiry are dropped from what fetches are matched

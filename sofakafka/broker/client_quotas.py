@@ -26,14 +26,29 @@ Clock: milliseconds of ``time.monotonic``; everything here runs on the event loo
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from sofakafka.broker.metrics import QuotaSensorGauge
+from sofakafka.controller import zk_paths
 from sofakafka.security import quotas
 
 LONG_MAX = 2**63 - 1
-_SENSOR_EXPIRY_MS = 3600 * 1000  # Kafka drops a quota sensor after an hour without records
+INT32_MAX = 2**31 - 1
+# Kafka drops a quota sensor after an hour without records (ClientQuotaManager.InactiveSensorExpirationTimeSeconds,
+# whatever the quota window), looking every 30 s (Metrics' sensor expiry task); here at a record at most every
+# 30 s, and at every scrape.
+_SENSOR_EXPIRY_MS = 3600 * 1000
+_EXPIRY_CHECK_MS = 30_000
+# The throttle-time average is a sensor of the broker's Metrics with its default config: Kafka's
+# metrics.num.samples (2) samples of metrics.sample.window.ms (30 s).
+METRICS_NUM_SAMPLES = 2
+METRICS_SAMPLE_WINDOW_MS = 30_000
+# Kafka's QuotaType names: the ``type`` of a quota sensor's metrics (kafka.server:type=Produce,...).
+QUOTA_TYPES = {quotas.PRODUCER_BYTE_RATE: "Produce", quotas.CONSUMER_BYTE_RATE: "Fetch",
+               quotas.REQUEST_PERCENTAGE: "Request"}
 NANOS_TO_PERCENTAGE = 100.0 / 1e9
 
 # API keys whose responses the client itself throttles on from this version on (KIP-219); APIs added after
@@ -58,11 +73,14 @@ def client_throttles(api_key: int, version: int) -> bool:
 class _Sample:
     start_ms: int
     value: float = 0.0
+    count: int = 0
 
 
 @dataclass
-class SampledRate:
-    """Kafka's ``Rate`` (a ``SampledTotal`` divided by its window), in whole milliseconds."""
+class SampledStat:
+    """Kafka's ``SampledStat``: ``samples`` samples of ``window_ms`` each, in whole milliseconds. A record goes to
+    the current sample, or starts the next one when the current one's window has passed; a sample older than
+    ``samples x window_ms`` is reset when measured."""
 
     samples: int
     window_ms: int
@@ -83,12 +101,18 @@ class SampledRate:
                 self._samples[self._current] = _Sample(now_ms)
             sample = self._samples[self._current]
         sample.value += value
+        sample.count += 1
 
     def _purge(self, now_ms: int) -> None:
         expire = self.samples * self.window_ms
         for i, s in enumerate(self._samples):
             if now_ms - s.start_ms >= expire:
                 self._samples[i] = _Sample(now_ms)
+
+
+@dataclass
+class SampledRate(SampledStat):
+    """Kafka's ``Rate`` (a ``SampledTotal`` divided by its window)."""
 
     def window_size_ms(self, now_ms: int) -> int:
         self._purge(now_ms)
@@ -106,6 +130,16 @@ class SampledRate:
         return total / (window / 1000.0) if window > 0 else 0.0
 
 
+@dataclass
+class SampledAvg(SampledStat):
+    """Kafka's ``Avg``: the mean of the values recorded in the samples still kept; NaN when there are none."""
+
+    def measure(self, now_ms: int) -> float:
+        self._purge(now_ms)
+        count = sum(s.count for s in self._samples)
+        return sum(s.value for s in self._samples) / count if count else math.nan
+
+
 def throttle_time_ms(rate: float, bound: float, window_ms: int) -> int:
     """How long a client at ``rate`` must stay silent for the rate over ``window_ms`` to fall to ``bound``;
     0 when the rate is acceptable (at most the bound). A bound of 0 (Kafka stores it; its formula divides by
@@ -118,10 +152,13 @@ def throttle_time_ms(rate: float, bound: float, window_ms: int) -> int:
 
 
 class QuotaSensor:
-    """One sensor: the rate of the connections sharing one metric-tag pair for one quota type."""
+    """One sensor: the rate of the connections sharing one metric-tag pair for one quota type, and the throttle
+    times they were given (Kafka keeps two sensors per tag pair, ``<type>-<tags>`` and ``<type>ThrottleTime-<tags>``;
+    both are created together and, here, expire together)."""
 
     def __init__(self, samples: int, window_ms: int) -> None:
         self.rate = SampledRate(samples, window_ms)
+        self.throttle_time = SampledAvg(METRICS_NUM_SAMPLES, METRICS_SAMPLE_WINDOW_MS)
 
     def record(self, value: float, now_ms: int, bound: float | None, cap_ms: int | None = None) -> int:
         """Record and return the throttle time (0: within the quota or no quota)."""
@@ -136,7 +173,12 @@ class QuotaSensor:
 
 
 class ClientQuotaManager:
-    """The sensors of one broker for the three quota types, bounds read from the quota table on each record."""
+    """The sensors of one broker for the three quota types, bounds read from the quota table on each record.
+
+    As in Kafka, nothing is recorded (no sensor exists, no metric is shown) for a quota type until quotas are
+    enabled for it: a quota entity has existed since the broker started, or the static default of the type
+    (``quota.producer.default`` / ``quota.consumer.default``) is set. From then on every client's requests are
+    recorded, whether or not a quota applies to it, until the broker restarts."""
 
     def __init__(self, table: Callable[[], quotas.QuotaTable], *, samples: int = 11, window_seconds: int = 1,
                  static_producer: int = LONG_MAX, static_consumer: int = LONG_MAX,
@@ -148,14 +190,32 @@ class ClientQuotaManager:
         self._clock_ms = clock_ms or (lambda: int(time.monotonic() * 1000))
         self._sensors: dict[tuple[str, quotas.MetricTags], QuotaSensor] = {}
         self._last_expiry_check = 0
+        # Entity kinds seen since start (Kafka's quotaTypesEnabled), and the table they were last read from.
+        self._kinds_seen = 0
+        self._seen_table: quotas.QuotaTable | None = None
+        self._seen_len = -1
+        self._has_quota: dict[tuple[str, str | None], bool] = {}
+        self._has_quota_table: quotas.QuotaTable | None = None
+        self._has_quota_len = -1
         self.throttled: dict[str, int] = {k: 0 for k in quotas.QUOTA_KEYS}
-        """How many records of each type were throttled (for metrics and tests)."""
+        """How many records of each type were throttled (for tests)."""
 
     def now_ms(self) -> int:
         return self._clock_ms()
 
-    def bound(self, key: str, user: str, client_id: str) -> tuple[quotas.MetricTags, float | None]:
-        tags, limit = quotas.resolve(self._table(), key, user, client_id)
+    def _kinds(self, table: quotas.QuotaTable, key: str) -> int:
+        """The entity kinds enabled for ``key``: those seen in any table since start (sticky, as Kafka's), and
+        client ids when the key's static default is set; 0: quotas are not enabled for ``key``."""
+        if table is not self._seen_table or len(table) != self._seen_len:
+            self._seen_table, self._seen_len = table, len(table)
+            self._kinds_seen |= quotas.entity_kinds(table)
+        static = self._static.get(key, LONG_MAX) < LONG_MAX
+        return self._kinds_seen | (quotas.KIND_CLIENT_ID if static else 0)
+
+    def bound(self, key: str, user: str, client_id: str,
+              table: quotas.QuotaTable | None = None) -> tuple[quotas.MetricTags, float | None]:
+        table = self._table() if table is None else table
+        tags, limit = quotas.resolve(table, key, user, client_id, self._kinds(table, key))
         if limit is None and not tags[0] and tags[1]:
             static = self._static.get(key, LONG_MAX)
             if static < LONG_MAX:
@@ -170,10 +230,13 @@ class ClientQuotaManager:
 
     def record(self, key: str, principal: str, client_id: str | None, value: float, now_ms: int | None = None) -> int:
         """Record ``value`` for the connection of ``principal`` (``User:alice``) with ``client_id``; the
-        throttle time in ms."""
+        throttle time in ms. Nothing is recorded while quotas are not enabled for ``key``."""
+        table = self._table()
+        if not self._kinds(table, key):
+            return 0
         now = self._clock_ms() if now_ms is None else now_ms
         self._expire(now)
-        tags, limit = self.bound(key, _user_name(principal), client_id or "")
+        tags, limit = self.bound(key, _user_name(principal), client_id or "", table)
         cap = self.window_ms if key == quotas.REQUEST_PERCENTAGE else None
         throttle = self._sensor(key, tags).record(value, now, limit, cap)
         if throttle:
@@ -192,8 +255,60 @@ class ClientQuotaManager:
         return self.record(quotas.REQUEST_PERCENTAGE, principal, client_id, seconds * 1e9 * NANOS_TO_PERCENTAGE,
                            now_ms)
 
-    def _expire(self, now: int) -> None:
-        if now - self._last_expiry_check < 60_000:
+    def has_quota(self, principal: str, client_id: str | None) -> bool:
+        """Whether any quota (of any type) bounds the connections of ``principal`` with ``client_id``: answered
+        per request, so cached until the quota table changes."""
+        table = self._table()
+        if not table and self._static[quotas.PRODUCER_BYTE_RATE] == LONG_MAX \
+                and self._static[quotas.CONSUMER_BYTE_RATE] == LONG_MAX:
+            return False
+        if table is not self._has_quota_table or len(table) != self._has_quota_len or len(self._has_quota) > 10_000:
+            self._has_quota_table, self._has_quota_len = table, len(table)
+            self._has_quota.clear()
+        known = self._has_quota.get((principal, client_id))
+        if known is None:
+            user = _user_name(principal)
+            known = self._has_quota[(principal, client_id)] = any(
+                self._kinds(table, key) and self.bound(key, user, client_id or "", table)[1] is not None
+                for key in quotas.QUOTA_KEYS)
+        return known
+
+    def max_value_in_quota_window(self, key: str, principal: str, client_id: str | None) -> int:
+        """The most that one request may record without being throttled whatever came before it: the bound over
+        ``quota.window.num - 1`` windows (Kafka's getMaxValueInQuotaWindow); 2**31 - 1 without a quota."""
+        table = self._table()
+        if not self._kinds(table, key):
+            return INT32_MAX
+        _, limit = self.bound(key, _user_name(principal), client_id or "", table)
+        if limit is None:
+            return INT32_MAX
+        return int(min(limit * (self.samples - 1) * self.window_ms / 1000, INT32_MAX))
+
+    def throttle(self, key: str, principal: str, client_id: str | None, throttle_ms: int,
+                 now_ms: int | None = None) -> None:
+        """The connection is throttled for ``throttle_ms`` on account of ``key``'s quota: its sensor's
+        ``throttle-time`` records it (Kafka's ClientQuotaManager.throttle; for a Produce or Fetch only the type
+        whose throttle was the larger one, the request-time quota on a tie)."""
+        if throttle_ms <= 0:
+            return
+        now = self._clock_ms() if now_ms is None else now_ms
+        tags, _ = self.bound(key, _user_name(principal), client_id or "")
+        self._sensor(key, tags).throttle_time.record(throttle_ms, now)
+
+    def gauges(self, now_ms: int | None = None) -> list[QuotaSensorGauge]:
+        """Every live sensor's measures now (at scrape time, on the loop), as Kafka's ``byte-rate`` /
+        ``request-time`` and ``throttle-time`` metrics read; idle sensors are dropped first, as Kafka's sensor
+        expiry task would have."""
+        now = self._clock_ms() if now_ms is None else now_ms
+        self._expire(now, force=True)
+        out = []
+        for (key, (user, client_id)), sensor in sorted(self._sensors.items()):
+            out.append(QuotaSensorGauge(QUOTA_TYPES[key], zk_paths.sanitize(user) if user else "", client_id,
+                                        sensor.rate.measure(now), sensor.throttle_time.measure(now)))
+        return out
+
+    def _expire(self, now: int, force: bool = False) -> None:
+        if not force and now - self._last_expiry_check < _EXPIRY_CHECK_MS:
             return
         self._last_expiry_check = now
         for k in [k for k, s in self._sensors.items() if now - s.rate.last_record_ms > _SENSOR_EXPIRY_MS]:

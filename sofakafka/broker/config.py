@@ -273,6 +273,14 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("authorizer.class.name", _T.STRING, "", "Authorizer: kafka.security.authorizer.AclAuthorizer (or kafka.security.auth.SimpleAclAuthorizer) turns ACLs on; empty means none.", _authorizer_class),
     ConfigKey("super.users", _T.STRING, None, "Semicolon-separated principals the authorizer always allows."),
     ConfigKey("allow.everyone.if.no.acl.found", _T.BOOLEAN, False, "Authorizer: allow a resource that has no ACL."),
+    # --- delegation tokens (KIP-48; docs/security.md)
+    ConfigKey("delegation.token.master.key", _T.PASSWORD, None, "Secret from which every broker computes delegation tokens' HMACs; the same on every broker. Unset or empty: delegation tokens are off (their requests are answered DELEGATION_TOKEN_AUTH_DISABLED)."),
+    # Kafka 3.0's name for the same secret (KIP-681); 2.6 has only delegation.token.master.key. Set, it wins.
+    ConfigKey("delegation.token.secret.key", _T.PASSWORD, None, "Kafka 3.0's name for delegation.token.master.key (not a Kafka 2.6 key); when set it is used instead."),
+    ConfigKey("delegation.token.max.lifetime.ms", _T.LONG, 604800000, "Longest a delegation token may live, renewals included; a longer max lifetime asked for is cut to this.", at_least(1)),
+    ConfigKey("delegation.token.expiry.time.ms", _T.LONG, 86400000, "How long a delegation token lives from its creation or renewal when the request does not say.", at_least(1)),
+    ConfigKey("delegation.token.expiry.check.interval.ms", _T.LONG, 3600000, "How often the active controller removes delegation tokens past their expiry or max lifetime.", at_least(1)),
+    ConfigKey("sofakafka.delegation.token.auth.without.extension", _T.BOOLEAN, False, "Also accept a SCRAM login whose user name is a delegation token id and whose password is its HMAC without the tokenauth=true extension, when no SCRAM user has that name (librdkafka and kafka-python cannot send the extension). Not a Kafka key; off means Kafka's behaviour."),
     # --- network
     ConfigKey("num.network.threads", _T.INT, 3, "Not applicable: one asyncio loop serves every connection.", at_least(1), _CW, applicable=False),
     ConfigKey("num.io.threads", _T.INT, 8, "Not applicable: handlers run on the asyncio loop.", at_least(1), _CW, applicable=False),
@@ -350,6 +358,8 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("replica.selector.class", _T.CLASS, None, "Chooses the replica a consumer fetches from (KIP-392)."),
     ConfigKey("leader.replication.throttled.rate", _T.LONG, LONG_MAX, "Bytes/s this leader sends for throttled replicas (KIP-73): the per-broker dynamic value, else this file; a cluster default does not throttle (Kafka 2.6).", at_least(0), _CW),
     ConfigKey("follower.replication.throttled.rate", _T.LONG, LONG_MAX, "Bytes/s this follower fetches for throttled replicas (KIP-73): the per-broker dynamic value, else this file; a cluster default does not throttle (Kafka 2.6).", at_least(0), _CW),
+    ConfigKey("replica.alter.log.dirs.io.max.bytes.per.second", _T.LONG, LONG_MAX, "Bytes/s this broker copies, over all its copier threads, to move replicas between its log dirs (AlterReplicaLogDirs): the per-broker dynamic value, else this file; a cluster default does not throttle (Kafka 2.6).", at_least(0), _CW),
+    ConfigKey("num.replica.alter.log.dirs.threads", _T.INT, None, "Threads copying replicas moved between log dirs, each one partition at a time; unset: one per log dir.", at_least(1)),
     ConfigKey("replication.quota.window.num", _T.INT, 11, "Samples of the replication throttle rates.", at_least(1)),
     ConfigKey("replication.quota.window.size.seconds", _T.INT, 1, "Length of one replication throttle sample.", at_least(1)),
     ConfigKey("quota.window.num", _T.INT, 11, "Samples of the client quota rates (KIP-13).", at_least(1)),
@@ -405,6 +415,7 @@ CONFIG_KEYS: Mapping[str, ConfigKey] = {k.name: k for k in _KEYS}
 
 LISTED_ONLY_WHEN_SET: frozenset[str] = frozenset({"leader.replication.throttled.rate",
                                                   "follower.replication.throttled.rate",
+                                                  "replica.alter.log.dirs.io.max.bytes.per.second",
                                                   "sofakafka.ldc.model", "sofakafka.router.rules"})
 """Kafka keeps the throttle rates outside KafkaConfig (DynamicConfig.Broker), so DescribeConfigs names them only
 once set; the LDC documents are listed only once set too, so a broker's description is not padded with them."""
@@ -889,6 +900,15 @@ class KafkaConfig:
         return entries
 
     # --- derived settings (Kafka's precedence rules)
+
+    @property
+    def delegation_token_master_key(self) -> str | None:
+        """The delegation token secret (``delegation.token.secret.key`` over ``delegation.token.master.key``, as
+        Kafka 3.0 reads them); None when unset or empty: tokens are off."""
+        value = self.values.get("delegation.token.secret.key")
+        if value is None:
+            value = self.values.get("delegation.token.master.key")
+        return value if isinstance(value, str) and value else None
 
     @property
     def broker_id(self) -> int:

@@ -72,6 +72,7 @@ from sofakafka.protocol.headers import (
 )
 from sofakafka.protocol.schema import FieldSpec, Request, Response, in_range
 from sofakafka.security.principal import ANONYMOUS, PrincipalMappingError
+from sofakafka.security.quotas import REQUEST_PERCENTAGE
 from sofakafka.security.sasl import IllegalSaslStateError, SaslAuthenticationError, SaslAuthenticator
 
 log = logging.getLogger(__name__)
@@ -154,6 +155,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # KIP-219: while a quota throttles this client the connection reads nothing (muted until this loop time).
         self._muted_until = 0.0
         self._unmute_timer: asyncio.TimerHandle | None = None
+        # A client with a quota has its requests handled one at a time, as Kafka handles every connection's: the
+        # next is read only once the last one's throttle is known (and, throttled, once the mute is over), so a
+        # client with many requests in flight cannot get them all in before the first throttle (see _dispatch).
+        self._one_at_a_time = False
+        self._one_busy = False
+        self._held: collections.deque[bytearray] = collections.deque()
         self._metrics = server.broker.metrics
 
     # -- transport callbacks -------------------------------------------------------------------------------
@@ -314,6 +321,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # A complete request is what counts as activity for connections.max.idle.ms, not bytes that trickle in.
         self._last_activity = asyncio.get_running_loop().time()
         self._activity_order = next(_ACTIVITY_ORDER)
+        if self._one_at_a_time and (self._one_busy or self._held or self._unmute_timer is not None):
+            self._held.append(frame)  # read before the last request's throttle was known: its turn comes later
+            self._update_reading()
+            return
+        self._dispatch_now(frame)
+
+    def _dispatch_now(self, frame: bytearray) -> None:
         sasl = self.sasl
         if sasl is not None and sasl.expecting_raw_token:
             self._raw_sasl_token(sasl, bytes(frame))
@@ -366,6 +380,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             client_host=self.peer[0],
             client_port=self.peer[1],
             principal=sasl.principal or ANONYMOUS if sasl is not None else self.principal,
+            token_authenticated=sasl is not None and sasl.token_authenticated,
             connection_state=self._connection_state,
             close_connection=self.close_for,
             request_size=len(frame) + 4,
@@ -373,6 +388,20 @@ class KafkaConnection(asyncio.BufferedProtocol):
         task = asyncio.get_running_loop().create_task(self._run(spec, ctx, body, slot, started, fetch_kind))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        self._one_at_a_time = self.server.broker.client_quotas.has_quota(ctx.principal, ctx.client_id)
+        if self._one_at_a_time:
+            self._one_busy = True
+            task.add_done_callback(self._one_done)
+        self._update_reading()
+
+    def _one_done(self, _: object) -> None:
+        self._one_busy = False
+        self._release_held()
+
+    def _release_held(self) -> None:
+        """Dispatch the requests held back for a client with a quota, one at a time, once it is not muted."""
+        while self._held and not self._one_busy and self._unmute_timer is None and not self._closing:
+            self._dispatch_now(self._held.popleft())
         self._update_reading()
 
     def _raw_sasl_token(self, sasl: SaslAuthenticator, token: bytes) -> None:
@@ -457,6 +486,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         quotas = self.server.broker.client_quotas
         if not ctx.quota_done and ctx.api_key not in REQUEST_QUOTA_EXEMPT:
             throttle = quotas.record_request_time(ctx.principal, ctx.client_id, ctx.handler_seconds[0])
+            quotas.throttle(REQUEST_PERCENTAGE, ctx.principal, ctx.client_id, throttle)
             ctx.throttle_ms = max(ctx.throttle_ms, throttle)
         if ctx.throttle_ms > 0 and isinstance(result, Response):
             spec = _throttle_field(type(result))
@@ -482,7 +512,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _unmute(self) -> None:
         self._unmute_timer = None
-        self._update_reading()
+        self._release_held()
 
     def _encode(self, header: RequestHeader, result: Response | RawResponse, version: int | None = None
                 ) -> Sequence[bytes | bytearray | memoryview]:
@@ -560,8 +590,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         too_many = len(self._pending) >= self.server.max_inflight
         muted = self._unmute_timer is not None
+        one_waits = self._one_at_a_time and (self._one_busy or bool(self._held))
         want = (not self._write_paused and not too_many and not self.server.shutting_down
-                and not self._close_when_drained and not muted)
+                and not self._close_when_drained and not muted and not one_waits)
         if want and not self._reading:
             self._reading = True
             self.transport.resume_reading()

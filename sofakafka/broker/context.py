@@ -43,6 +43,7 @@ from sofakafka.controller.zk_data import TopicPartition
 from sofakafka.protocol.errors import ErrorCode
 from sofakafka.security.authorizer import AclAuthorizer
 from sofakafka.security.store import SecurityMetadata
+from sofakafka.security.token_manager import DelegationTokenManager
 from sofakafka.storage.log_manager import LogManager
 
 T = TypeVar("T")
@@ -192,6 +193,12 @@ class BrokerContext(CoordinatorContext, Protocol):
     def security_metadata(self) -> SecurityMetadata | None:
         """SCRAM users and ACLs in the metadata tree, followed on every broker (None until the store is open);
         its writes block on the store (``run_blocking``)."""
+        ...
+
+    @property
+    def delegation_tokens(self) -> DelegationTokenManager | None:
+        """Delegation tokens (KIP-48): None without ``delegation.token.master.key``; its writes block on the store
+        (``run_blocking``), its cache never blocks."""
         ...
 
     # -- this broker --------------------------------------------------------------------------------------------

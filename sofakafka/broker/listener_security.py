@@ -14,6 +14,9 @@ JAAS config of a SASL mechanism is ``listener.name.<listener>.<mechanism lower c
   with ``user_<name>="<password>"`` entries; SCRAM reads ``/config/users`` through :class:`SecurityMetadata`.
 * ``authorizer.class.name`` set: an :class:`AclAuthorizer` with ``super.users`` and
   ``allow.everyone.if.no.acl.found``, its ACLs followed from the metadata tree.
+* ``delegation.token.master.key`` set: a :class:`DelegationTokenManager` over the tokens of the metadata tree,
+  and SCRAM logins with ``tokenauth=true`` (or, with ``sofakafka.delegation.token.auth.without.extension``,
+  without it) checked against its cache on this broker's wall clock.
 * Inter-broker links (replica fetchers, controlled shutdown, StopReplica) connect to the inter-broker
   listener with its protocol: TLS with the same key and trust stores, SASL with
   ``sasl.mechanism.inter.broker.protocol`` and the ``username``/``password`` of that listener's JAAS config.
@@ -51,6 +54,9 @@ from sofakafka.security.sasl import (
 )
 from sofakafka.security.store import SecurityMetadata
 from sofakafka.security.tls import server_context
+from sofakafka.security.token_manager import DelegationTokenManager
+from sofakafka.security.tokens import DelegationTokenCache, TokenLogin, TokenSettings
+from sofakafka.storage.segment import wall_clock_ms
 
 _STORE_TYPE_KEYS = ("ssl.keystore.type", "ssl.truststore.type")
 
@@ -87,6 +93,7 @@ class BrokerSecurity:
         self.failed_authentication_delay_s = config.get_int("connection.failed.authentication.delay.ms") / 1000.0
         self.max_receive_size = config.get_int("sasl.server.max.receive.size")
         self.authentication_timeout_s = config.get_int("sofakafka.authentication.timeout.ms") / 1000.0
+        self.tokens_without_extension = config.get_bool("sofakafka.delegation.token.auth.without.extension")
 
     # ------------------------------------------------------------------------------------------ config
 
@@ -168,9 +175,20 @@ class BrokerSecurity:
     # ----------------------------------------------------------------------------------------- runtime
 
     def start(self, store: MetadataStore) -> None:
-        """Load users and ACLs and follow their changes (blocking: run off the loop)."""
-        self.metadata = SecurityMetadata(store, self.authorizer)
+        """Load users, ACLs and tokens and follow their changes (blocking: run off the loop)."""
+        tokens = None
+        master_key = self.config.delegation_token_master_key
+        if master_key is not None:
+            settings = TokenSettings(self.config.get_int("delegation.token.max.lifetime.ms"),
+                                     self.config.get_int("delegation.token.expiry.time.ms"))
+            tokens = DelegationTokenManager(store, DelegationTokenCache(master_key), settings, clock_ms=wall_clock_ms)
+        self.metadata = SecurityMetadata(store, self.authorizer, tokens=tokens)
         self.metadata.start()
+
+    @property
+    def tokens(self) -> DelegationTokenManager | None:
+        """Delegation tokens (None: no master key, or the store is not open yet)."""
+        return self.metadata.tokens if self.metadata is not None else None
 
     def close(self) -> None:
         if self.metadata is not None:
@@ -181,7 +199,15 @@ class BrokerSecurity:
             if mechanism == PLAIN:
                 return PlainServer(listener.plain_users)
             metadata = self.metadata
-            return ScramServer(mechanism, lambda m, u: metadata.credential(m, u) if metadata is not None else None)
+            tokens = self.tokens
+
+            def token_login(m: str, token_id: str) -> TokenLogin | str:
+                assert tokens is not None
+                return tokens.cache.login(m, token_id, wall_clock_ms())
+
+            return ScramServer(mechanism, lambda m, u: metadata.credential(m, u) if metadata is not None else None,
+                               token_login if tokens is not None else None,
+                               tokens_without_extension=self.tokens_without_extension)
 
         return SaslAuthenticator(listener.sasl_mechanisms, factory, self.reauth_ms)
 

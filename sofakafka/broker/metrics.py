@@ -179,6 +179,23 @@ class GroupLag:
     lag: int
 
 
+@dataclass(frozen=True)
+class QuotaSensorGauge:
+    """One client quota sensor (broker/client_quotas.py) as Kafka's JMX shows it:
+    ``kafka.server:type=<quota_type>,user=<user>,client-id=<client_id>``, a tag left out where it is empty."""
+
+    quota_type: str
+    """Kafka's QuotaType: ``Produce``, ``Fetch`` or ``Request``."""
+    user: str
+    """The user as Kafka tags it (sanitized: URL-encoded); "" when the sensor is shared by all of a client id's users."""
+    client_id: str
+    """"" when the sensor is shared by all of a user's client ids."""
+    rate: float
+    """``byte-rate`` (bytes/s) of Produce and Fetch, ``request-time`` (percent of one thread) of Request."""
+    throttle_time: float
+    """``throttle-time``: the mean throttle time (ms) given over the last minute or so, NaN with none."""
+
+
 @dataclass
 class BrokerGauges:
     """What the broker's state says at scrape time (read on the event loop by the broker's callback)."""
@@ -193,3 +210,4 @@ class BrokerGauges:
     """``Produce`` / ``Fetch`` -> delayed operations waiting."""
     group_lags: list[GroupLag] = field(default_factory=list)
     connections: int = 0
+    quota_sensors: list[QuotaSensorGauge] = field(default_factory=list)

@@ -13,7 +13,13 @@ from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector,
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from sofakafka.broker.metrics import LATENCY_RESERVOIR, QUANTILES, BrokerGauges, BrokerMetrics
+from sofakafka.broker.metrics import (
+    LATENCY_RESERVOIR,
+    QUANTILES,
+    BrokerGauges,
+    BrokerMetrics,
+    QuotaSensorGauge,
+)
 
 
 class BrokerCollector(Collector):
@@ -115,9 +121,39 @@ class BrokerCollector(Collector):
                      "on partitions this broker hosts, for the groups it coordinates",
                      [({"consumergroup": x.group, "topic": x.topic, "partition": str(x.partition)}, x.lag)
                       for x in g.group_lags])
+        yield from _quota_families(g.quota_sensors)
         yield _gauge("kafka_consumergroup_current_offset", "The group's committed offset",
                      [({"consumergroup": x.group, "topic": x.topic, "partition": str(x.partition)}, x.committed)
                       for x in g.group_lags])
+
+
+def _quota_families(sensors: list[QuotaSensorGauge]) -> Iterable[Metric]:
+    """Kafka's quota sensors, as the JMX exporter's quota rules map them: the MBean
+    ``kafka.server:type=Produce,user=alice,client-id=app`` with its attributes ``byte-rate`` and ``throttle-time``
+    becomes ``kafka_server_quota_byte_rate{resource="Produce",user="alice",clientid="app"}`` and
+    ``kafka_server_quota_throttle_time{...}`` (Request's rate is ``request-time``). Kafka leaves an empty tag out
+    of the MBean name and the rules give only the labels they matched, so a sensor shared by all of a user's
+    client ids has no ``clientid`` label, one shared by a client id's users no ``user``, and one with neither
+    (an empty client id without user quotas) matches no rule and is not shown."""
+    rates: list[tuple[dict[str, str], float]] = []
+    request_times: list[tuple[dict[str, str], float]] = []
+    throttles: list[tuple[dict[str, str], float]] = []
+    for q in sensors:
+        if not q.user and not q.client_id:
+            continue
+        labels = {"resource": q.quota_type}
+        if q.user:
+            labels["user"] = q.user
+        if q.client_id:
+            labels["clientid"] = q.client_id
+        (request_times if q.quota_type == "Request" else rates).append((labels, q.rate))
+        throttles.append((labels, q.throttle_time))
+    yield _gauge("kafka_server_quota_byte_rate", "Bytes/s of a client quota sensor (Produce: requests, Fetch: "
+                 "responses), over quota.window.num x quota.window.size.seconds", rates)
+    yield _gauge("kafka_server_quota_request_time", "Request handling time of a client quota sensor, in percent "
+                 "of one thread", request_times)
+    yield _gauge("kafka_server_quota_throttle_time", "Mean throttle time (ms) given to a client quota sensor's "
+                 "connections over the last minute, NaN with none", throttles)
 
 
 def _percentile(ordered: list[float], q: float) -> float:

@@ -120,8 +120,21 @@ def _in_parallel(fn: Callable[[Any], None], items: Sequence[Any]) -> None:
         list(pool.map(fn, items))
 
 
+def _start_leader_epoch(job: tuple[Partition, int]) -> None:
+    """On the append thread: the partition's new leader epoch begins at its log end, in the leader-epoch cache
+    and for the appends after this one at once. Were the epoch noted on the loop after this job, a produce queued
+    right behind it would be stamped with the old epoch, and appending that batch would re-assign the old epoch
+    at its offset, erasing where the old epoch began (LeaderEpochFileCache.assign drops the entries it
+    contradicts): a follower asking where its last epoch ends would be told too late and keep records the
+    leader does not have."""
+    part, epoch = job
+    part.log.leader_epoch_cache.assign(epoch, part.log.log_end_offset)
+    part.leader_epoch = epoch
+
+
 class Partition:
-    """Leader-side state of one hosted partition. Mutated on the event loop; read from worker threads."""
+    """Leader-side state of one hosted partition. Mutated on the event loop, but for ``leader_epoch``, which the
+    append thread changes between appends (``_start_leader_epoch``); read from worker threads."""
 
     def __init__(self, topic: str, partition: int, log_: Log, broker_id: int, leader_epoch: int,
                  replicas: Sequence[int], isr: Sequence[int]) -> None:
@@ -453,17 +466,15 @@ class ReplicaManager:
                 new.append(st)
             else:
                 changed.append((part, st))
-        epoch_moves = [(part.log, st.leader_epoch) for part, st in changed if st.leader_epoch != part.leader_epoch]
+        epoch_moves = [(part, st.leader_epoch) for part, st in changed if st.leader_epoch != part.leader_epoch]
         if epoch_moves:
-            await self.run_append(lambda: _in_parallel(
-                lambda job: job[0].leader_epoch_cache.assign(job[1], job[0].log_end_offset), epoch_moves))
+            await self.run_append(lambda: _in_parallel(_start_leader_epoch, epoch_moves))
         out: list[Partition] = []
         moved: list[TopicPartition] = []
         now = wall_clock_ms()
         for part, st in changed:
-            if st.leader_epoch != part.leader_epoch:
+            if any(moving is part for moving, _ in epoch_moves):
                 part.last_caught_up_ms = {r: now for r in st.isr if r != self.broker_id}
-            part.leader_epoch = st.leader_epoch
             part.replicas = list(st.replicas)
             part.isr = list(st.isr)
             part.zk_version = st.zk_version

@@ -25,6 +25,7 @@ class Replication:
                  run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]],
                  security: ClientSecurity | None = None) -> None:
         self.broker_id = broker_id
+        self.replica_manager = replica_manager
         self.fetchers = ReplicaFetcherManager(
             replica_manager,
             FetcherSettings(
@@ -58,19 +59,23 @@ class Replication:
     async def apply(self, snapshot: ClusterMetadata, scope: Iterable[TopicPartition] | None = None) -> None:
         """Follow every partition of ``snapshot`` we are a replica of and do not lead, and no other: all of them,
         or, with ``scope``, just those of ``scope`` (the partitions whose metadata changed), the rest staying as
-        they are."""
+        they are. A replica in a failed log dir is not followed (Kafka removes its fetcher): there is no log to
+        append to."""
+        offline = self.replica_manager.log_manager.is_offline
         if scope is None:
             wanted: dict[TopicPartition, PartitionMetadata] = {}
             for topic in snapshot.topics.values():
                 for p in topic.partitions.values():
-                    if p.leader != self.broker_id and self.broker_id in p.replicas:
+                    if p.leader != self.broker_id and self.broker_id in p.replicas and \
+                            not offline(p.topic, p.partition):
                         wanted[(p.topic, p.partition)] = p
             await self.fetchers.apply(wanted)
             return
         changes: dict[TopicPartition, PartitionMetadata | None] = {}
         for tp in sorted(scope):
             found = snapshot.partition(*tp)
-            followed = found is not None and found.leader != self.broker_id and self.broker_id in found.replicas
+            followed = found is not None and found.leader != self.broker_id and self.broker_id in found.replicas \
+                and not offline(*tp)
             changes[tp] = found if followed else None
         await self.fetchers.update(changes)
 

@@ -40,7 +40,15 @@ from sofakafka.protocol.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
 )
+from sofakafka.protocol.messages.alter_replica_log_dirs import (
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirsResponse,
+)
 from sofakafka.protocol.messages.create_acls import CreateAclsRequest, CreateAclsResponse
+from sofakafka.protocol.messages.create_delegation_token import (
+    CreateDelegationTokenRequest,
+    CreateDelegationTokenResponse,
+)
 from sofakafka.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from sofakafka.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 from sofakafka.protocol.messages.delete_acls import DeleteAclsRequest, DeleteAclsResponse
@@ -52,8 +60,16 @@ from sofakafka.protocol.messages.describe_client_quotas import (
     DescribeClientQuotasResponse,
 )
 from sofakafka.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
+from sofakafka.protocol.messages.describe_delegation_token import (
+    DescribeDelegationTokenRequest,
+    DescribeDelegationTokenResponse,
+)
 from sofakafka.protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 from sofakafka.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
+from sofakafka.protocol.messages.expire_delegation_token import (
+    ExpireDelegationTokenRequest,
+    ExpireDelegationTokenResponse,
+)
 from sofakafka.protocol.messages.fetch import FetchRequest, FetchResponse
 from sofakafka.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
@@ -66,6 +82,10 @@ from sofakafka.protocol.messages.list_partition_reassignments import (
 )
 from sofakafka.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from sofakafka.protocol.messages.produce import ProduceRequest, ProduceResponse
+from sofakafka.protocol.messages.renew_delegation_token import (
+    RenewDelegationTokenRequest,
+    RenewDelegationTokenResponse,
+)
 from sofakafka.protocol.records import (
     MAGIC_V0,
     MAGIC_V1,
@@ -313,6 +333,26 @@ class LogDirResult:
     log_dir: str
     error: ErrorCode
     partitions: tuple[LogDirPartition, ...]
+
+
+@dataclass(frozen=True)
+class DelegationToken:
+    """A delegation token as the broker describes it; ``hmac`` is its secret (the SCRAM password, base64'd)."""
+
+    token_id: str
+    hmac: bytes
+    owner: str
+    renewers: tuple[str, ...]
+    issue_timestamp: int
+    expiry_timestamp: int
+    max_timestamp: int
+
+
+def _principal_parts(text: str) -> tuple[str, str]:
+    kind, sep, name = text.partition(":")
+    if not sep:
+        raise ValueError(f"a principal is Type:name, got {text!r}")
+    return kind, name
 
 
 def parse_bootstrap(servers: str | Iterable[str]) -> list[tuple[str, int]]:
@@ -893,6 +933,48 @@ class KafkaClient:
                         for m in r.matching_acls])
         return out
 
+    # -- delegation tokens (KIP-48; they need a SASL login that is not itself a token) ----------------
+
+    def create_delegation_token(self, renewers: Sequence[str] = (), max_lifetime_ms: int = -1) -> DelegationToken:
+        """A token owned by this client's principal; ``renewers`` are ``User:name`` principals; a max lifetime of
+        -1 (or any value <= 0) means the broker's ``delegation.token.max.lifetime.ms``."""
+        cls = CreateDelegationTokenRequest.CreatableRenewers
+        request = CreateDelegationTokenRequest(renewers=[
+            cls(principal_type=t, principal_name=n) for t, n in map(_principal_parts, renewers)],
+            max_lifetime_ms=max_lifetime_ms)
+        response = self.send(request)
+        assert isinstance(response, CreateDelegationTokenResponse)
+        _raise_top_level(response.error_code, None)
+        return DelegationToken(response.token_id, response.hmac, f"{response.principal_type}:{response.principal_name}",
+                               tuple(renewers), response.issue_timestamp_ms, response.expiry_timestamp_ms,
+                               response.max_timestamp_ms)
+
+    def renew_delegation_token(self, hmac: bytes, renew_period_ms: int = -1) -> int:
+        """The token's new expiry timestamp; -1 renews by the broker's ``delegation.token.expiry.time.ms``."""
+        response = self.send(RenewDelegationTokenRequest(hmac=hmac, renew_period_ms=renew_period_ms))
+        assert isinstance(response, RenewDelegationTokenResponse)
+        _raise_top_level(response.error_code, None)
+        return response.expiry_timestamp_ms
+
+    def expire_delegation_token(self, hmac: bytes, expiry_period_ms: int = -1) -> int:
+        """The token's new expiry timestamp; a negative period ends the token at once."""
+        response = self.send(ExpireDelegationTokenRequest(hmac=hmac, expiry_time_period_ms=expiry_period_ms))
+        assert isinstance(response, ExpireDelegationTokenResponse)
+        _raise_top_level(response.error_code, None)
+        return response.expiry_timestamp_ms
+
+    def describe_delegation_tokens(self, owners: Sequence[str] | None = None) -> list[DelegationToken]:
+        """The tokens this principal may see; ``owners`` (``Type:name``) keeps those they own or renew."""
+        cls = DescribeDelegationTokenRequest.DescribeDelegationTokenOwner
+        request = DescribeDelegationTokenRequest(owners=None if owners is None else [
+            cls(principal_type=t, principal_name=n) for t, n in map(_principal_parts, owners)])
+        response = self.send(request)
+        assert isinstance(response, DescribeDelegationTokenResponse)
+        _raise_top_level(response.error_code, None)
+        return [DelegationToken(t.token_id, t.hmac, f"{t.principal_type}:{t.principal_name}",
+                                tuple(f"{r.principal_type}:{r.principal_name}" for r in t.renewers),
+                                t.issue_timestamp, t.expiry_timestamp, t.max_timestamp) for t in response.tokens]
+
     # -- log dirs ------------------------------------------------------------------------------------
 
     def describe_log_dirs(self, node_id: int, topics: Mapping[str, Sequence[int]] | None = None) -> list[LogDirResult]:
@@ -911,6 +993,22 @@ class KafkaClient:
                       for t in r.topics for p in t.partitions))
             for r in response.results
         ]
+
+    def alter_replica_log_dirs(self, node_id: int,
+                               moves: Mapping[tuple[str, int], str]) -> dict[tuple[str, int], ErrorCode]:
+        """Move replicas of broker ``node_id`` between its log dirs: partition -> absolute dir path, as that
+        broker's DescribeLogDirs names it. The error per partition (NONE: moving, or there already)."""
+        by_dir: dict[str, dict[str, list[int]]] = {}
+        for (topic, partition), path in moves.items():
+            by_dir.setdefault(path, {}).setdefault(topic, []).append(partition)
+        D = AlterReplicaLogDirsRequest.AlterReplicaLogDir
+        request = AlterReplicaLogDirsRequest(dirs=[
+            D(path=path, topics=[D.AlterReplicaLogDirTopic(name=t, partitions=ps) for t, ps in topics.items()])
+            for path, topics in by_dir.items()])
+        response = self.send(request, node_id=node_id)
+        assert isinstance(response, AlterReplicaLogDirsResponse)
+        return {(r.topic_name, p.partition_index): ErrorCode.for_code(p.error_code)
+                for r in response.results for p in r.partitions}
 
     # -- produce -------------------------------------------------------------------------------------
 

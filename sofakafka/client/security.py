@@ -9,7 +9,10 @@ inter-broker listener settings by :mod:`sofakafka.security.client_config`, which
 :class:`SaslLogin` is the login as Kafka's clients make it, sans-IO: it hands out the requests to send
 (SaslHandshake naming the mechanism, then SaslAuthenticate with each token) and reads their responses, so the
 blocking connection (connection.py) and the broker's asyncio replica fetchers drive the same exchange. PLAIN is
-one token; SCRAM-SHA-256/512 are two rounds through scramp, whose client checks the server's signature.
+one token; SCRAM-SHA-256/512 are two rounds through scramp, whose client checks the server's signature. A
+delegation token (KIP-48) logs in with SCRAM as its id and HMAC (base64) with ``token_auth``: the client-first
+message then carries the extension ``tokenauth=true``, inside the message both sides sign, as Kafka's
+ScramLoginModule sends it when its JAAS options say ``tokenauth="true"``.
 """
 
 from __future__ import annotations
@@ -56,14 +59,24 @@ class PlainClient(SaslClient):
         return None
 
 
+TOKEN_AUTH_EXTENSION = ",tokenauth=true"
+
+
 class ScramClient(SaslClient):
-    def __init__(self, mechanism: str, username: str, password: str) -> None:
+    def __init__(self, mechanism: str, username: str, password: str, token_auth: bool = False) -> None:
         self.mechanism = mechanism
         self._client = scramp.ScramClient([mechanism], username, password)
+        self._token_auth = token_auth
         self._step = 0
 
     def first(self) -> bytes:
-        return str(self._client.get_client_first()).encode()
+        first = str(self._client.get_client_first())
+        if self._token_auth:
+            # RFC 5802's client-first-message-bare ends with optional extensions; the proof signs them too, so
+            # scramp's copy of the bare message must carry them as sent.
+            self._client.client_first_bare += TOKEN_AUTH_EXTENSION
+            first += TOKEN_AUTH_EXTENSION
+        return first.encode()
 
     def respond(self, challenge: bytes) -> bytes | None:
         try:
@@ -87,6 +100,8 @@ class ClientSecurity:
     sasl_mechanism: str | None = None
     username: str | None = None
     password: str | None = None
+    token_auth: bool = False
+    """SCRAM with a delegation token: ``username`` is the token id, ``password`` its HMAC in base64."""
 
     @property
     def uses_ssl(self) -> bool:
@@ -100,7 +115,7 @@ class ClientSecurity:
         assert self.sasl_mechanism and self.username is not None and self.password is not None
         if self.sasl_mechanism == PLAIN:
             return PlainClient(self.username, self.password)
-        return ScramClient(self.sasl_mechanism, self.username, self.password)
+        return ScramClient(self.sasl_mechanism, self.username, self.password, self.token_auth)
 
 
 class SaslLogin:

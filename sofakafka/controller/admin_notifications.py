@@ -88,26 +88,35 @@ def _elect_preferred(c: ControllerServices, partitions: list[TopicPartition]) ->
 
 # --------------------------------------------------------------------------------- ISR change notifications
 
-def on_isr_change_notification(controller: ControllerServices) -> None:
-    c = controller
-    if not c.context.active:
-        return
+def read_notifications(c: ControllerServices, parent: str, prefix: str) -> list[tuple[str, bytes]] | None:
+    """The sequential notifications under ``parent`` (arming the child watch), as (path, data); None when there
+    are none to read. Those gone meanwhile are left out."""
     try:
-        children = c.store.get_children(zk_paths.ISR_CHANGE_NOTIFICATION_PATH, c.watch)
+        children = c.store.get_children(parent, c.watch)
     except NoNodeError:
-        return
-    names = [n for n in children if n.startswith(zk_paths.ISR_CHANGE_PREFIX)]
-    if not names:
-        return
-    changed: set[TopicPartition] = set()
-    read: list[str] = []
+        return None
+    names = sorted(n for n in children if n.startswith(prefix))
+    read: list[tuple[str, bytes]] = []
     for name in names:
-        path = f"{zk_paths.ISR_CHANGE_NOTIFICATION_PATH}/{name}"
+        path = f"{parent}/{name}"
         try:
             data, _ = c.store.get(path)
         except NoNodeError:
             continue
-        read.append(path)
+        read.append((path, data))
+    return read or None
+
+
+def on_isr_change_notification(controller: ControllerServices) -> None:
+    c = controller
+    if not c.context.active:
+        return
+    notifications = read_notifications(c, zk_paths.ISR_CHANGE_NOTIFICATION_PATH, zk_paths.ISR_CHANGE_PREFIX)
+    if notifications is None:
+        return
+    changed: set[TopicPartition] = set()
+    read = [path for path, _ in notifications]
+    for path, data in notifications:
         try:
             changed.update(zk_data.decode_isr_change_notification(data))
         except ZkDataError as exc:
@@ -117,10 +126,11 @@ def on_isr_change_notification(controller: ControllerServices) -> None:
         # the controller reasons with in between.
         c.refresh_states([(tp, ctx) for tp in sorted(changed) if (ctx := c.context.partitions.get(tp)) is not None])
     finally:
-        _delete_notifications(c, read)
+        delete_notifications(c, read)
 
 
-def _delete_notifications(c: ControllerServices, paths: list[str]) -> None:
+def delete_notifications(c: ControllerServices, paths: list[str]) -> None:
+    """Delete the notifications read (fenced), :data:`DELETE_BATCH` at a time."""
     for start in range(0, len(paths), DELETE_BATCH):
         batch = paths[start : start + DELETE_BATCH]
         try:

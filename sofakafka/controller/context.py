@@ -64,6 +64,9 @@ class ControllerContext:
     partitions: dict[TopicPartition, PartitionContext] = field(default_factory=dict)
     offline: set[TopicPartition] = field(default_factory=set)  # elections that found no eligible leader
     shutting_down: set[int] = field(default_factory=set)  # in controlled shutdown: registered, but elected nowhere
+    # Kafka's replicasOnOfflineDirs: replicas a live broker cannot serve because their log dir failed
+    # (/log_dir_event_notification; the broker lists them under /sofakafka/log_dir_failures/<id>).
+    offline_dir_replicas: dict[int, set[TopicPartition]] = field(default_factory=dict)
     topics_to_delete: set[str] = field(default_factory=set)
     deletion_pending: dict[str, set[tuple[int, int]]] = field(default_factory=dict)  # topic -> {(broker, partition)}
     deletion_done: dict[str, set[tuple[int, int]]] = field(default_factory=dict)
@@ -76,10 +79,17 @@ class ControllerContext:
         replicas = self.replicas(tp)
         return replicas[0] if replicas else NO_LEADER
 
-    def is_replica_online(self, broker: int) -> bool:
-        """Kafka's ``liveBrokerIds``: registered and not in controlled shutdown. A shutting-down broker still
-        serves until it exits, but electing it (leader or ISR) would hand it work it is about to drop."""
-        return broker in self.live_brokers and broker not in self.shutting_down
+    def is_replica_online(self, broker: int, tp: TopicPartition | None = None) -> bool:
+        """Kafka's ``isReplicaOnline``: registered, not in controlled shutdown and, for ``tp``, not in a failed
+        log dir of the broker. A shutting-down broker still serves until it exits, but electing it (leader or
+        ISR) would hand it work it is about to drop."""
+        return (broker in self.live_brokers and broker not in self.shutting_down
+                and (tp is None or tp not in self.offline_dir_replicas.get(broker, ())))
+
+    def leader_serves(self, tp: TopicPartition, leader: int) -> bool:
+        """``leader`` is registered and ``tp``'s log on it is not in a failed dir (a leader in controlled
+        shutdown still serves until it hands the partition over)."""
+        return leader in self.live_brokers and tp not in self.offline_dir_replicas.get(leader, ())
 
     def forget(self) -> None:
         """No longer the controller: a successor rebuilds all of this from the tree."""
@@ -89,6 +99,7 @@ class ControllerContext:
         self.partitions.clear()
         self.offline.clear()
         self.shutting_down.clear()
+        self.offline_dir_replicas.clear()
         self.topics_to_delete.clear()
         self.deletion_pending.clear()
         self.deletion_done.clear()
@@ -153,4 +164,9 @@ class ControllerServices(Protocol):
 
     def resume_deletions(self) -> None:
         """Carry on deleting the topics marked for deletion (asking again the replicas not yet deleted)."""
+        ...
+
+    def update_offline_replicas(self, broker_id: int, partitions: set[TopicPartition]) -> None:
+        """``broker_id`` (live, at the epoch it published them for) cannot serve ``partitions``: their log dir
+        failed. Newly offline ones lose their leadership there and the broker's ISR places."""
         ...

@@ -103,7 +103,7 @@ def _move_away(c: ControllerServices, tp: TopicPartition, broker_id: int) -> Non
 
     def decide(old: PartitionState) -> PartitionState | None:
         if old.leader == broker_id:
-            leader = controlled_shutdown_leader(replicas, old.isr, c.context.is_replica_online)
+            leader = controlled_shutdown_leader(replicas, old.isr, lambda r: c.context.is_replica_online(r, tp))
             if leader is None:
                 return None  # stays with the broker: reported as remaining
             isr = tuple(r for r in old.isr if r not in c.context.shutting_down)

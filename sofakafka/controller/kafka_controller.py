@@ -81,7 +81,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
-from sofakafka.controller import admin_notifications, zk_data, zk_paths
+from sofakafka.controller import admin_notifications, log_dir_failures, zk_data, zk_paths
 from sofakafka.controller.context import (
     INITIAL_CONTROLLER_EPOCH,
     NO_LEADER,
@@ -336,6 +336,8 @@ class KafkaController:
             self.post(lambda: admin_notifications.on_preferred_replica_election(self))
         elif path == zk_paths.ISR_CHANGE_NOTIFICATION_PATH:
             self.post(lambda: admin_notifications.on_isr_change_notification(self))
+        elif path == zk_paths.LOG_DIR_EVENT_NOTIFICATION_PATH:
+            self.post(lambda: log_dir_failures.on_log_dir_event_notification(self))
         elif path.startswith(zk_paths.TOPICS_PATH + "/") and event.type != EventType.CHILD:
             topic = path[len(zk_paths.TOPICS_PATH) + 1 :]
             if "/" not in topic:
@@ -446,6 +448,7 @@ class KafkaController:
             self._remove_dead_from_isr(offline, refresh=False)
         self.reassignments.on_controller_failover()
         admin_notifications.on_controller_failover(self)
+        log_dir_failures.on_controller_failover(self)
 
     def _read_live_brokers(self) -> dict[int, int]:
         live: dict[int, int] = {}
@@ -498,6 +501,10 @@ class KafkaController:
         bounced = {b for b in previous.keys() & current.keys() if previous[b] != current[b]}
         dead = (previous.keys() - current.keys()) | bounced
         new = (current.keys() - previous.keys()) | bounced
+        for broker in dead:
+            # Kafka forgets a broker's offline replicas when it dies and when it starts again: a restarted broker
+            # recovered its dirs, or lists what is still offline again.
+            self._context.offline_dir_replicas.pop(broker, None)
         if dead:
             log.info("controller: brokers %s went away", sorted(dead))
             self._on_brokers_failure(dead)
@@ -550,14 +557,14 @@ class KafkaController:
             if ctx is None:
                 continue
             replicas = self._context.assignments.get(tp.topic, {}).get(tp.partition, [])
-            live = [r for r in replicas if self._context.is_replica_online(r)]
+            live = [r for r in replicas if self._context.is_replica_online(r, tp)]
             if ctx.state is None:
                 if not live:
                     log.warning("controller: no live replica for new partition %s (replicas %s)", tp, replicas)
                     continue
                 new_states.append((tp, PartitionState(live[0], 0, self._context.epoch, tuple(live))))
                 continue
-            if ctx.state.leader in self._context.live_brokers and tp not in self._context.offline:
+            if self._context.leader_serves(tp, ctx.state.leader) and tp not in self._context.offline:
                 continue
             to_refresh.append((tp, ctx))
         if new_states:
@@ -570,11 +577,11 @@ class KafkaController:
             old = ctx.state
             assert old is not None
             replicas = self._context.assignments.get(tp.topic, {}).get(tp.partition, [])
-            live = [r for r in replicas if self._context.is_replica_online(r)]
+            live = [r for r in replicas if self._context.is_replica_online(r, tp)]
             candidates = [r for r in live if r in old.isr]
             if candidates:
                 leader = candidates[0]
-                isr = tuple(r for r in old.isr if self._context.is_replica_online(r))
+                isr = tuple(r for r in old.isr if self._context.is_replica_online(r, tp))
             elif live and self.unclean_leader_election_enable:
                 leader, isr = live[0], (live[0],)
             else:
@@ -761,6 +768,35 @@ class KafkaController:
             # Requests sent to a dead broker will never be answered: resend when it comes back.
             pending -= {(b, p) for b, p in pending if b in dead}
 
+    def update_offline_replicas(self, broker_id: int, partitions: set[TopicPartition]) -> None:
+        """Kafka's handling of a LeaderAndIsr answer with KAFKA_STORAGE_ERRORs (``replicasOnOfflineDirs``) and
+        ``onReplicasBecomeOffline``: the partitions ``broker_id`` led among the newly offline ones elect another
+        online ISR member (none: they keep their last ISR with no leader, as after a broker failure), then the
+        broker leaves the ISR of each (never emptying it). Controller thread."""
+        previous = self._context.offline_dir_replicas.get(broker_id, set())
+        if partitions:
+            self._context.offline_dir_replicas[broker_id] = set(partitions)
+        else:
+            self._context.offline_dir_replicas.pop(broker_id, None)
+        new = sorted(tp for tp in partitions - previous
+                     if tp in self._context.partitions and tp.topic not in self._context.topics_to_delete)
+        if not new:
+            return
+        log.info("controller: replicas of broker %d offline in a failed log dir: %s", broker_id, new)
+        led = [tp for tp in new if (ctx := self._context.partitions[tp]).state is not None
+               and ctx.state.leader == broker_id]
+        self._elect_leaders(led)
+        for tp in new:
+            ctx = self._context.partitions[tp]
+            self.refresh_state(tp, ctx)
+            state = ctx.state
+            if state is None:
+                continue
+            isr = tuple(r for r in state.isr if r != broker_id) or state.isr
+            leader = NO_LEADER if state.leader == broker_id else state.leader
+            if (leader, isr) != (state.leader, state.isr):
+                self._update_state(tp, ctx, PartitionState(leader, state.leader_epoch + 1, self._context.epoch, isr))
+
     def _remove_dead_from_isr(self, dead: set[int], *, refresh: bool,
                               just_read: set[TopicPartition] | None = None) -> None:
         """Dead followers leave the ISR (never emptying it: the last member stays as a record of who was in
@@ -799,7 +835,7 @@ class KafkaController:
             partitions = [tp for tp, ctx in sorted(self._context.partitions.items())
                           if ctx.state is not None and tp.topic not in self._context.topics_to_delete
                           and (ctx.state.leader != self._context.preferred(tp) if election_type == ElectionType.PREFERRED
-                               else ctx.state.leader not in self._context.live_brokers)]
+                               else not self._context.leader_serves(tp, ctx.state.leader))]
         return {tp: self._elect_one(tp, election_type) for tp in partitions}
 
     def _elect_one(self, tp: TopicPartition, election_type: ElectionType) -> ElectionResult:
@@ -810,7 +846,7 @@ class KafkaController:
 
         def decide(old: PartitionState) -> PartitionState | ElectionResult:
             replicas = self._context.assignments.get(tp.topic, {}).get(tp.partition, [])
-            live = [r for r in replicas if self._context.is_replica_online(r)]
+            live = [r for r in replicas if self._context.is_replica_online(r, tp)]
             if election_type == ElectionType.PREFERRED:
                 preferred = self._context.preferred(tp)
                 if old.leader == preferred:
@@ -821,11 +857,11 @@ class KafkaController:
                             "PreferredReplicaPartitionLeaderElectionStrategy")
                 leader, isr = preferred, old.isr
             else:
-                if old.leader in self._context.live_brokers:
+                if self._context.leader_serves(tp, old.leader):
                     return ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
                 in_sync = [r for r in live if r in old.isr]
                 if in_sync:
-                    leader, isr = in_sync[0], tuple(r for r in old.isr if self._context.is_replica_online(r))
+                    leader, isr = in_sync[0], tuple(r for r in old.isr if self._context.is_replica_online(r, tp))
                 elif live:
                     leader, isr = live[0], (live[0],)
                 else:

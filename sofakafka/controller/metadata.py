@@ -32,7 +32,9 @@ them: the controller starts every deletion at once (Kafka 2.6's brokers stop ser
 UpdateMetadata its controller sends when the deletion starts, which on the DeleteTopics path is at once, even
 for a topic whose partition is being reassigned; see docs/cluster.md). A partition whose state znode
 does not exist yet (the controller has not elected its leader) has ``leader`` -1 and ``leader_epoch`` -1.
-``offline_replicas`` are replicas whose broker is not registered.
+``offline_replicas`` are replicas whose broker is not registered, and those a registered broker lists in a failed
+log dir (``/sofakafka/log_dir_failures/<id>``, for its current broker epoch: sofakafka/controller/log_dir_failures.py),
+which Kafka's controller sends in UpdateMetadata.
 """
 
 from __future__ import annotations
@@ -54,7 +56,14 @@ from sofakafka.controller.store import (
     WatchedEvent,
     ZnodeStat,
 )
-from sofakafka.controller.zk_data import BrokerEndpoint, BrokerRegistration, PartitionState, TopicAssignment
+from sofakafka.controller.zk_data import (
+    BrokerEndpoint,
+    BrokerRegistration,
+    LogDirFailures,
+    PartitionState,
+    TopicAssignment,
+    TopicPartition,
+)
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +199,9 @@ class MetadataCache:
         self._cluster_id: str | None = None
         self._controller_id = -1
         self._brokers: dict[int, BrokerRegistration] = {}
+        self._broker_epochs: dict[int, int] = {}  # registration czxid
+        self._dir_failures: dict[int, LogDirFailures] = {}
+        self._offline_in_dirs: dict[int, frozenset[TopicPartition]] = {}  # of the current epochs only
         self._topics: dict[str, _TopicModel] = {}
         self._deleting: set[str] = set()
         self._topic_configs: dict[str, Mapping[str, str]] = {}
@@ -219,14 +231,17 @@ class MetadataCache:
             if self._closed:
                 return
             saved = (self._cluster_id, self._controller_id, self._brokers, self._topics, self._deleting,
-                     self._topic_configs, self._broker_configs)
+                     self._topic_configs, self._broker_configs, self._broker_epochs, self._dir_failures,
+                     self._offline_in_dirs)
             self._brokers, self._topics, self._deleting = {}, {}, set()
             self._topic_configs, self._broker_configs = {}, {}
+            self._broker_epochs, self._dir_failures, self._offline_in_dirs = {}, {}, {}
             try:
                 self._load_all()
             except BaseException:
                 (self._cluster_id, self._controller_id, self._brokers, self._topics, self._deleting,
-                 self._topic_configs, self._broker_configs) = saved
+                 self._topic_configs, self._broker_configs, self._broker_epochs, self._dir_failures,
+                 self._offline_in_dirs) = saved
                 raise
             self._changed_model()
 
@@ -242,6 +257,7 @@ class MetadataCache:
         self._load_cluster_id()
         self._load_controller()
         self._load_brokers()
+        self._load_dir_failures()
         self._load_topics()
         self._load_deletions()
         self._load_broker_configs()
@@ -378,6 +394,10 @@ class MetadataCache:
             self._load_brokers()
         elif parts[:2] == ["brokers", "ids"] and len(parts) == 3:
             self._load_broker(int(parts[2]))
+        elif path == zk_paths.LOG_DIR_FAILURES_PATH:
+            self._load_dir_failures()
+        elif path.startswith(zk_paths.LOG_DIR_FAILURES_PATH + "/") and parts[-1].isdigit():
+            self._load_dir_failure(int(parts[-1]))
         elif path == zk_paths.TOPICS_PATH:
             self._load_topics()
         elif parts[:2] == ["brokers", "topics"] and len(parts) == 3:
@@ -436,18 +456,48 @@ class MetadataCache:
         ids = {int(c) for c in self._children(zk_paths.BROKER_IDS_PATH) or [] if c.isdigit()}
         for gone in set(self._brokers) - ids:
             del self._brokers[gone]
+            self._broker_epochs.pop(gone, None)
         for broker_id in sorted(ids - set(self._brokers)):
             self._load_broker(broker_id)
+        self._offline_in_dirs_changed()
         self._invalidate_all()
 
     def _load_broker(self, broker_id: int) -> None:
         try:
-            data, _ = self._store.get(zk_paths.broker_id_path(broker_id), self._watch)
+            data, stat = self._store.get(zk_paths.broker_id_path(broker_id), self._watch)
         except NoNodeError:
             self._brokers.pop(broker_id, None)  # the child watch on /brokers/ids tells us the rest
+            self._broker_epochs.pop(broker_id, None)
         else:
             self._brokers[broker_id] = BrokerRegistration.decode(broker_id, data)
+            self._broker_epochs[broker_id] = stat.czxid
+        self._offline_in_dirs_changed()
         self._invalidate_all()
+
+    def _load_dir_failures(self) -> None:
+        ids = {int(c) for c in self._children(zk_paths.LOG_DIR_FAILURES_PATH) or [] if c.isdigit()}
+        for gone in set(self._dir_failures) - ids:
+            del self._dir_failures[gone]
+        for broker_id in sorted(ids - set(self._dir_failures)):
+            self._load_dir_failure(broker_id)
+        self._offline_in_dirs_changed()
+
+    def _load_dir_failure(self, broker_id: int) -> None:
+        try:
+            data, _ = self._store.get(zk_paths.log_dir_failures_path(broker_id), self._watch)
+        except NoNodeError:
+            self._dir_failures.pop(broker_id, None)
+        else:
+            self._dir_failures[broker_id] = LogDirFailures.decode(data)
+        self._offline_in_dirs_changed()
+
+    def _offline_in_dirs_changed(self) -> None:
+        """The replicas in failed dirs of each broker whose list is of its current registration."""
+        current = {b: f.partitions for b, f in self._dir_failures.items()
+                   if self._broker_epochs.get(b) == f.broker_epoch and f.partitions}
+        if current != self._offline_in_dirs:
+            self._offline_in_dirs = current
+            self._invalidate_all()
 
     def _load_topics(self) -> None:
         names = set(self._children(zk_paths.TOPICS_PATH) or [])
@@ -525,6 +575,7 @@ class MetadataCache:
         if model.built is not None and not model.all_dirty and not model.dirty:
             return model.built
         live = self._brokers
+        offline_in_dirs = self._offline_in_dirs
         built = model.built_partitions
         changed = False
         added = False
@@ -542,7 +593,8 @@ class MetadataCache:
                 if built.pop(partition, None) is not None:
                     changed = True
                 continue
-            offline = tuple(r for r in replicas if r not in live)
+            offline = tuple(r for r in replicas if r not in live or (
+                r in offline_in_dirs and TopicPartition(name, partition) in offline_in_dirs[r]))
             found = model.states.get(partition)
             if found is None:
                 fresh = PartitionMetadata(name, partition, NO_LEADER, -1, replicas, (), offline)

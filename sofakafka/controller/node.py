@@ -11,6 +11,7 @@ Public API::
     node.controller  # KafkaController: this broker's controller (active when it won the election)
     node.shutdown()  # stops the controller and the cache; the caller closes the store session
     node.on_new_session()  # called by a renewing store (controller.session) after it replaced a lost session
+    node.report_log_dir_failures(dirs, partitions)   # a failed log dir among several (log_dir_failures.py)
 
 Start-up order follows a 2.6 broker: top-level paths, cluster id, registration under ``/brokers/ids``,
 then the controller election (so a single broker finds itself alive when it takes over), and the cache is
@@ -31,9 +32,10 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from sofakafka.controller import log_dir_failures
 from sofakafka.controller.kafka_controller import KafkaController, StopReplicaSender
 from sofakafka.controller.metadata import MetadataCache
 from sofakafka.controller.registration import (
@@ -44,7 +46,7 @@ from sofakafka.controller.registration import (
 )
 from sofakafka.controller.store import MetadataStore
 from sofakafka.controller.topics import DEFAULT_MAX_PARTITIONS_PER_TOPIC, TopicAdmin
-from sofakafka.controller.zk_data import BrokerEndpoint, BrokerRegistration
+from sofakafka.controller.zk_data import BrokerEndpoint, BrokerRegistration, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +66,8 @@ class ControllerNode:
     """Sessions this node registered the broker with: a registration of one of them found after a renewal
     is our own leftover, to be waited out, not a duplicate broker id."""
     _renewal_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    log_dir_failures: tuple[tuple[str, ...], frozenset[TopicPartition]] | None = None
+    """The failed log dirs and their replicas this broker reported (published again with each new session)."""
 
     @classmethod
     def start(
@@ -134,7 +138,18 @@ class ControllerNode:
             self.registration = registration
             log.info("broker %d re-registered after a new ZooKeeper session (broker epoch %d)",
                      self.broker_id, self.broker_epoch)
+            if self.log_dir_failures is not None:
+                # The list of the lost session went with it; the controller forgot it when we re-registered.
+                log_dir_failures.publish(self.store, self.broker_id, self.broker_epoch, *self.log_dir_failures)
             self.controller.on_new_session()
+
+    def report_log_dir_failures(self, log_dirs: Sequence[str], partitions: Iterable[TopicPartition]) -> None:
+        """Tell the controller (and every broker's metadata) which of our replicas are in failed log dirs
+        (sofakafka/controller/log_dir_failures.py). Blocking; raises StoreError when the store cannot be written
+        (the caller retries; a new session publishes it anyway)."""
+        with self._renewal_lock:
+            self.log_dir_failures = (tuple(log_dirs), frozenset(partitions))
+            log_dir_failures.publish(self.store, self.broker_id, self.broker_epoch, *self.log_dir_failures)
 
     def shutdown(self) -> None:
         self.store.remove_new_session_listener(self.on_new_session)

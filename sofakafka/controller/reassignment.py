@@ -237,7 +237,7 @@ class ReassignmentManager:
                      list(reassignment.removing_replicas))
             # Without a state znode (not elected yet) the assignment is written alone: it is what the first
             # election will use. A lost race is a leader's ISR write or a CreatePartitions: read both again.
-            outcome = controller.rewrite_state(tp, lambda s: self._started_state(s, reassignment, unneeded),
+            outcome = controller.rewrite_state(tp, lambda s: self._started_state(tp, s, reassignment, unneeded),
                                                 extra_ops=lambda: self._assignment_ops(tp, reassignment),
                                                 write_without_state=True)
             if outcome is NotRewritten.KEPT_CHANGING:
@@ -249,15 +249,16 @@ class ReassignmentManager:
             self._ongoing.pop(tp, None)  # moved back to where it was: nothing to wait for
         self._maybe_complete(tp)
 
-    def _started_state(self, state: PartitionState, reassignment: OngoingReassignment,
+    def _started_state(self, tp: TopicPartition, state: PartitionState, reassignment: OngoingReassignment,
                        unneeded: list[int]) -> PartitionState:
         """A new leader epoch for the new replica set (Kafka's A1); replicas no longer wanted (adding ones of a
         replaced reassignment) leave the ISR, and the leadership if they had it."""
-        online = self._controller.context.is_replica_online
+        context = self._controller.context
         isr = tuple(r for r in state.isr if r not in unneeded) or state.isr
         leader = state.leader
         if leader in unneeded:
-            leader = next((r for r in reassignment.replicas if online(r) and r in isr), NO_LEADER)
+            leader = next((r for r in reassignment.replicas if context.is_replica_online(r, tp) and r in isr),
+                          NO_LEADER)
         return PartitionState(leader, state.leader_epoch + 1, self._controller.context.epoch, isr)
 
     def _maybe_complete(self, tp: TopicPartition) -> None:
@@ -278,7 +279,9 @@ class ReassignmentManager:
             if not set(target) <= set(state.isr):
                 return None
             # A broker in controlled shutdown is registered but must not be handed a leadership.
-            online = controller.context.is_replica_online
+            def online(broker: int) -> bool:
+                return controller.context.is_replica_online(broker, tp)
+
             if state.leader in target and online(state.leader):
                 leader = state.leader
             else:

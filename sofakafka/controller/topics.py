@@ -43,6 +43,7 @@ from sofakafka.controller import zk_data, zk_paths
 from sofakafka.controller.placement import BrokerMetadata, assign_replicas_to_brokers
 from sofakafka.controller.registration import live_brokers
 from sofakafka.controller.store import (
+    BadArgumentsError,
     BadVersionError,
     CheckOp,
     CreateOp,
@@ -155,6 +156,16 @@ def _check_known_brokers(assignments: Iterable[Sequence[int]], broker_ids: set[i
             ErrorCode.INVALID_REPLICA_ASSIGNMENT,
             f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.",
         )
+
+
+def _assignment_too_large(topic: str, count: int, exc: BadArgumentsError) -> KafkaError:
+    """The store refused the topic's assignment znode: ``count`` partitions, under
+    ``sofakafka.max.partitions.per.topic``, can still make its JSON larger than a znode may be (1 MiB: some
+    80,000 partitions of one replica, fewer of more). Any other refusal is not about the count and goes up as it is."""
+    if exc.path != zk_paths.topic_path(topic):
+        raise exc
+    return KafkaError(ErrorCode.INVALID_PARTITIONS,
+                      f"The assignment of {count} partitions is too large for the metadata store: {exc}")
 
 
 def _format_assignment(assignment: Mapping[int, Sequence[int]]) -> str:
@@ -272,6 +283,8 @@ class TopicAdmin:
             if exc.path == zk_paths.topic_path(topic):
                 raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.") from None
             raise
+        except BadArgumentsError as exc:
+            raise _assignment_too_large(topic, len(assignment), exc) from None
         return created
 
     def _safe_exists(self, topic: str) -> bool:
@@ -402,7 +415,10 @@ class TopicAdmin:
             return new
         combined = {**{p: list(r) for p, r in current.items()}, **new}
         updated = TopicAssignment(combined, existing.adding_replicas, existing.removing_replicas)
-        self._store.set(zk_paths.topic_path(topic), updated.encode(), version)
+        try:
+            self._store.set(zk_paths.topic_path(topic), updated.encode(), version)
+        except BadArgumentsError as exc:
+            raise _assignment_too_large(topic, total_count, exc) from None
         return new
 
     # --- configs

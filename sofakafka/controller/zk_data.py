@@ -425,5 +425,36 @@ def decode_log_dir_event(data: bytes) -> tuple[int, int]:
     return _field(doc, "broker", int, what), _field(doc, "event", int, what)
 
 
+@dataclass(frozen=True)
+class LogDirFailures:
+    """``/sofakafka/log_dir_failures/<broker>`` (ours, ephemeral): the log dirs of a broker that failed and the
+    replicas they held, for the broker epoch (registration czxid) it wrote them in. Kafka's controller learns the
+    same from the KAFKA_STORAGE_ERROR answers of a LeaderAndIsr round trip; our brokers follow the tree instead
+    (docs/cluster.md), so the broker writes what it knows where the controller and every broker's cache read it.
+    ``{"version":1,"broker_epoch":E,"log_dirs":[..],"partitions":{"<topic>":[p,..]}}``."""
+
+    broker_epoch: int
+    log_dirs: tuple[str, ...]
+    partitions: frozenset[TopicPartition]
+
+    def encode(self) -> bytes:
+        by_topic: dict[str, list[int]] = {}
+        for tp in sorted(self.partitions):
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        return _dumps({"version": 1, "broker_epoch": self.broker_epoch, "log_dirs": list(self.log_dirs),
+                       "partitions": by_topic})
+
+    @classmethod
+    def decode(cls, data: bytes) -> LogDirFailures:
+        what = "log dir failures"
+        doc = _loads(data, what)
+        dirs = _field(doc, "log_dirs", list, what)
+        if not all(isinstance(d, str) for d in dirs):
+            raise ZkDataError(f"{what}: log_dirs must be strings: {dirs!r}")
+        partitions = _field(doc, "partitions", dict, what)
+        return cls(_field(doc, "broker_epoch", int, what), tuple(dirs),
+                   frozenset(TopicPartition(t, p) for t, ps in partitions.items() for p in _int_list(ps, what)))
+
+
 DELETE_TOPIC_MARKER_DATA = b""
 """``/admin/delete_topics/<topic>`` carries no data."""

@@ -138,6 +138,15 @@ def log_dir_event_prefix_path() -> str:
     return f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/{LOG_DIR_EVENT_PREFIX}"
 
 
+LOG_DIR_FAILURES_PATH = "/sofakafka/log_dir_failures"
+"""Ours, not Kafka's: ``<broker id>`` children (ephemeral) list a broker's replicas in failed log dirs
+(zk_data.LogDirFailures)."""
+
+
+def log_dir_failures_path(broker_id: int) -> str:
+    return f"{LOG_DIR_FAILURES_PATH}/{broker_id}"
+
+
 def delete_topic_path(topic: str) -> str:
     return f"{DELETE_TOPICS_PATH}/{topic}"
 
@@ -178,3 +187,21 @@ def acl_change_prefix_path(prefixed: bool) -> str:
 def config_user_path(user_name: str) -> str:
     """``/config/users/<sanitized user>``: quotas and SCRAM credentials of one user."""
     return config_entity_path(CONFIG_TYPE_USERS, sanitize(user_name))
+
+
+# --------------------------------------------------------------------------- delegation tokens (KIP-48)
+
+DELEGATION_TOKEN_PATH = "/delegation_token"
+DELEGATION_TOKENS_PATH = "/delegation_token/tokens"
+"""``/delegation_token/tokens/<token id>``: one token's information (never its HMAC)."""
+DELEGATION_TOKEN_CHANGES_PATH = "/delegation_token/token_changes"
+"""``token_change_<seq>`` notifications whose data is the id of the token created, renewed or removed."""
+DELEGATION_TOKEN_CHANGE_PREFIX = "token_change_"
+
+
+def delegation_token_path(token_id: str) -> str:
+    return f"{DELEGATION_TOKENS_PATH}/{token_id}"
+
+
+def delegation_token_change_prefix_path() -> str:
+    return f"{DELEGATION_TOKEN_CHANGES_PATH}/{DELEGATION_TOKEN_CHANGE_PREFIX}"

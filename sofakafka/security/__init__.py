@@ -12,6 +12,8 @@ Everything here is pure or sans-IO, so the broker drives it and tests replay it 
 * :mod:`.tls` — :class:`ssl.SSLContext` objects from Kafka's ``ssl.*`` keys (PEM key stores and trust stores).
 * :mod:`.store` — SCRAM users and ACLs in the metadata tree (``/config/users``, ``/kafka-acl*``) with change
   notifications, on any :class:`~sofakafka.controller.store.MetadataStore` backend.
+* :mod:`.tokens` — delegation tokens (KIP-48): Kafka 2.6's lifetime rules, the HMAC, the stored form, and the
+  cache SCRAM logins with ``tokenauth=true`` read; :mod:`.token_manager` keeps them in ``/delegation_token``.
 
 Errors in configuration are :class:`SecurityConfigError` (the key and the reason), which the broker reports as
 its own ``ConfigError``.

@@ -6,7 +6,8 @@ and, where they differ, librdkafka's:
 
 * ``security.protocol`` — PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL;
 * ``sasl.mechanism`` — PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; the user from ``sasl.jaas.config``
-  (``username="..." password="..."``) or ``sasl.username``/``sasl.password`` (librdkafka);
+  (``username="..." password="..."``) or ``sasl.username``/``sasl.password`` (librdkafka); a delegation token
+  with SCRAM as Kafka's clients take it: ``username`` the token id, ``password`` its HMAC, ``tokenauth="true"``;
 * ``ssl.truststore.location`` (PEM) or ``ssl.ca.location``; ``ssl.keystore.location`` (PEM key and chain) or
   ``ssl.certificate.location`` + ``ssl.key.location``; ``ssl.key.password``;
   ``ssl.endpoint.identification.algorithm`` (``https`` by default, empty to skip the host name check).
@@ -20,6 +21,7 @@ from sofakafka.client.security import PROTOCOLS, ClientSecurity
 from sofakafka.security import SecurityConfigError
 from sofakafka.security.jaas import parse_jaas_config
 from sofakafka.security.sasl import SUPPORTED_MECHANISMS
+from sofakafka.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from sofakafka.security.tls import client_context
 
 CLIENT_PROPERTIES = (
@@ -35,7 +37,8 @@ CLIENT_PROPERTIES = (
 
 
 def client_security(protocol: str, get: Callable[[str], str | None], *, mechanism: str | None = None,
-                    username: str | None = None, password: str | None = None) -> ClientSecurity:
+                    username: str | None = None, password: str | None = None,
+                    token_auth: bool = False) -> ClientSecurity:
     """Check the pieces fit and build them: a TLS context (from ``get``'s ``ssl.*`` keys) when the protocol
     needs one, a mechanism and a user for SASL. Problems are SecurityConfigError naming the key."""
     protocol = protocol.strip().upper()
@@ -48,7 +51,10 @@ def client_security(protocol: str, get: Callable[[str], str | None], *, mechanis
                                       f"must be one of {', '.join(SUPPORTED_MECHANISMS)}, got {mechanism!r}")
         if not username or password is None:
             raise SecurityConfigError("sasl.jaas.config", f"{mechanism} needs a username and a password")
-    return ClientSecurity(protocol, ctx, mechanism, username, password)
+        if token_auth and mechanism not in SCRAM_MECHANISMS:
+            raise SecurityConfigError("sasl.jaas.config", f"tokenauth (a delegation token) needs a SCRAM mechanism, "
+                                                          f"not {mechanism}")
+    return ClientSecurity(protocol, ctx, mechanism, username, password, token_auth)
 
 
 def client_security_from_properties(props: Mapping[str, str]) -> ClientSecurity:
@@ -63,10 +69,12 @@ def client_security_from_properties(props: Mapping[str, str]) -> ClientSecurity:
     username = props.get("sasl.username")
     password = props.get("sasl.password")
     jaas = props.get("sasl.jaas.config")
+    token_auth = False
     if jaas:
         options = parse_jaas_config("sasl.jaas.config", jaas)[0].options
         username = options.get("username", username)
         password = options.get("password", password)
+        token_auth = options.get("tokenauth", "").lower() == "true"  # ScramLoginModule's option
     mechanism = props.get("sasl.mechanism", props.get("sasl.mechanisms", "GSSAPI")).strip().upper()
     return client_security(props.get("security.protocol", "PLAINTEXT"), get, mechanism=mechanism,
-                           username=username, password=password)
+                           username=username, password=password, token_auth=token_auth)

@@ -211,8 +211,36 @@ def _has(table: QuotaTable, entity: QuotaEntity, key: str) -> bool:
     return key in table.get(entity, {})
 
 
-def quota_metric_tags(table: QuotaTable, key: str, user: str, client_id: str) -> MetricTags:
-    """The tags of the sensor that a connection of ``user`` with ``client_id`` records into for ``key``."""
+# Which kinds of quota entity a broker has seen (Kafka's QuotaTypes): with a single kind, Kafka tags every
+# sensor the same way without looking anything up; with more, it walks the precedence order.
+KIND_CLIENT_ID = 1
+KIND_USER = 2
+KIND_USER_CLIENT_ID = 4
+
+
+def entity_kinds(table: QuotaTable) -> int:
+    """The kinds of the entities in ``table`` (KIND_* bits)."""
+    kinds = 0
+    for entity in table:
+        kinds |= (KIND_USER_CLIENT_ID if entity.has_client_id else KIND_USER) if entity.has_user else KIND_CLIENT_ID
+    return kinds
+
+
+def quota_metric_tags(table: QuotaTable, key: str, user: str, client_id: str, kinds: int | None = None) -> MetricTags:
+    """The tags of the sensor that a connection of ``user`` with ``client_id`` records into for ``key``.
+
+    ``kinds``: the entity kinds the broker has had quotas for since it started (Kafka's quotaTypesEnabled; None:
+    those of ``table``). With one kind alone, every connection is tagged by it, whether or not it has a quota:
+    client ids (or none yet) ``("", client_id)``, users ``(user, "")``, users with client ids both. The bound is
+    the same either way; the tags decide which connections share a sensor, and name it in the metrics."""
+    if kinds is None:
+        kinds = entity_kinds(table)
+    if kinds in (0, KIND_CLIENT_ID):
+        return "", client_id
+    if kinds == KIND_USER:
+        return user, ""
+    if kinds == KIND_USER_CLIENT_ID:
+        return user, client_id
     u = QuotaEntity.of
     if _has(table, u(user, client_id), key) or _has(table, u(user, None), key):
         return user, client_id
@@ -245,8 +273,9 @@ def quota_limit(table: QuotaTable, key: str, tags: MetricTags) -> float | None:
     return None
 
 
-def resolve(table: QuotaTable, key: str, user: str, client_id: str) -> tuple[MetricTags, float | None]:
-    tags = quota_metric_tags(table, key, user, client_id)
+def resolve(table: QuotaTable, key: str, user: str, client_id: str,
+            kinds: int | None = None) -> tuple[MetricTags, float | None]:
+    tags = quota_metric_tags(table, key, user, client_id, kinds)
     return tags, quota_limit(table, key, tags)
 
 

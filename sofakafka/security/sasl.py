@@ -17,6 +17,15 @@ Two layers:
 
 PLAIN's users come from ``user_<name>="<password>"`` options of the listener's JAAS config (Kafka's
 PlainServerCallbackHandler); SCRAM's credentials from a lookup the broker backs with ``/config/users``.
+
+Delegation tokens (KIP-48) log in through SCRAM: a client-first message carrying the extension ``tokenauth=true``
+(``n,,n=<token id>,r=<nonce>,tokenauth=true``) names a token, whose credential comes from a second lookup (the
+broker's token cache: the HMAC's base64 is the password); the principal is then the token's owner, the login is
+marked token-authenticated (such a connection may not ask for tokens itself), and with ``connections.max.reauth.ms``
+set the session ends no later than the token's expiry. An unknown or expired token fails at the proof, as an
+unknown user does. ``tokens_without_extension`` (sofakafka's own, off by default as in Kafka) also takes a token
+id as the user name of a login without the extension when no user of that name exists: librdkafka and
+kafka-python cannot send SCRAM extensions.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ import scramp
 from sofakafka.security.principal import user
 from sofakafka.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from sofakafka.security.scram import MIN_ITERATIONS, ScramCredential
+from sofakafka.security.tokens import TOKEN_AUTH_EXTENSION, TokenLogin
 
 PLAIN = "PLAIN"
 SUPPORTED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
@@ -59,7 +69,12 @@ class SaslMechanismServer:
     mechanism: str
     complete: bool = False
     authorization_id: str = ""
-    """The user name once complete."""
+    """The user name (or token id) once complete."""
+    principal: str = ""
+    """Who logged in once complete: ``User:<name>``, or a token's owner."""
+    token_authenticated: bool = False
+    credential_lifetime_ms: int | None = None
+    """How long the credential used lives on from the login (a token's), None when it does not end."""
 
     def evaluate(self, token: bytes) -> bytes:
         raise NotImplementedError
@@ -101,12 +116,27 @@ class PlainServer(SaslMechanismServer):
             reason = "unknown user" if expected is None else "wrong password"
             raise SaslAuthenticationError(self.FAILED, f"PLAIN user {username!r}: {reason}")
         self.authorization_id = username
+        self.principal = user(username)
         self.complete = True
         return b""
 
 
 CredentialLookup = Callable[[str, str], ScramCredential | None]
 """(mechanism, user name) -> the stored credential, or None for an unknown user."""
+TokenLookup = Callable[[str, str], TokenLogin | str]
+"""(mechanism, token id) -> a live token's login, or the reason there is none (for the log)."""
+
+
+def client_first_extensions(client_first: str) -> dict[str, str]:
+    """The ``key=value`` extensions after the nonce of a SCRAM client-first message (Kafka's ScramExtensions);
+    a malformed message has none here and fails in scramp."""
+    parts = client_first.split(",")
+    out: dict[str, str] = {}
+    for part in parts[4:]:  # gs2 flag, authzid, n=, r=, then the extensions (a name holds no raw comma: =2C)
+        key, sep, value = part.partition("=")
+        if sep:
+            out[key] = value
+    return out
 
 _FAKE_KEY = os.urandom(32)
 
@@ -124,13 +154,18 @@ def _fake_credential(mechanism: str, username: str) -> tuple[bytes, bytes, bytes
 class ScramServer(SaslMechanismServer):
     """RFC 5802 over scramp: client-first -> server-first, client-final -> server-final."""
 
-    def __init__(self, mechanism: str, lookup: CredentialLookup) -> None:
+    def __init__(self, mechanism: str, lookup: CredentialLookup, token_lookup: TokenLookup | None = None, *,
+                 tokens_without_extension: bool = False) -> None:
         if mechanism not in SCRAM_MECHANISMS:
             raise ValueError(f"not a SCRAM mechanism: {mechanism}")
         self.mechanism = mechanism
         self._lookup = lookup
-        self._unknown_user = False
-        self._low_iterations = False
+        self._token_lookup = token_lookup
+        self._tokens_without_extension = tokens_without_extension
+        self._token_auth = False
+        self._token: TokenLogin | None = None
+        self._refusal: str | None = None
+        """Why the login will fail at the proof (unknown user, expired token, ...), for the log."""
         self._username = ""
         self._keys: tuple[bytes, bytes, bytes, int] = (b"", b"", b"", 0)
         self._server = scramp.ScramMechanism(mechanism).make_server(self._auth_info)
@@ -141,18 +176,47 @@ class ScramServer(SaslMechanismServer):
         return (f"Authentication failed during authentication due to invalid credentials with SASL mechanism "
                 f"{self.mechanism}")
 
+    def _find_token(self, token_id: str) -> ScramCredential | None:
+        if self._token_lookup is None:
+            self._refusal = "delegation tokens are disabled (no delegation.token.master.key)"
+            return None
+        found = self._token_lookup(self.mechanism, token_id)
+        if isinstance(found, str):
+            self._refusal = found
+            return None
+        self._token = found
+        return found.credential
+
     def _auth_info(self, username: str) -> tuple[bytes, bytes, bytes, int]:
         self._username = username
-        credential = self._lookup(self.mechanism, username)
+        if self._token_auth:
+            credential = self._find_token(username)
+        else:
+            credential = self._lookup(self.mechanism, username)
+            if credential is None:
+                self._refusal = "unknown user"
+                if self._tokens_without_extension and self._find_token(username) is None:
+                    self._refusal = "unknown user or delegation token"
+                credential = self._token.credential if self._token is not None else None
+        if credential is not None and credential.iterations < MIN_ITERATIONS:
+            self._refusal = f"stored credential has fewer than {MIN_ITERATIONS} iterations"
+            credential = None
         if credential is None:
-            self._unknown_user = True
-            self._keys = _fake_credential(self.mechanism, username)
-        elif credential.iterations < MIN_ITERATIONS:
-            self._low_iterations = True
             self._keys = _fake_credential(self.mechanism, username)
         else:
+            self._refusal = None
             self._keys = (credential.salt, credential.stored_key, credential.server_key, credential.iterations)
         return self._keys
+
+    def _succeed(self) -> None:
+        self.authorization_id = self._username
+        if self._token is not None:
+            self.principal = self._token.owner
+            self.token_authenticated = True
+            self.credential_lifetime_ms = self._token.lifetime_ms
+        else:
+            self.principal = user(self._username)
+        self.complete = True
 
     def _kafka_lenient_final(self, text: str) -> bytes | None:
         """Kafka's server accepts a client-final whose nonce *ends with* the server's (ScramSaslServer checks
@@ -176,13 +240,11 @@ class ScramServer(SaslMechanismServer):
             proof = b""
         signature = hmac.new(stored_key, auth_message, digest).digest()
         client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=False)) if len(proof) == len(signature) else b""
-        if attrs.get("c") != expected_c or not hmac.compare_digest(digest(client_key).digest(), stored_key):
-            detail = "unknown user" if self._unknown_user else "invalid proof (prefixed nonce)"
-            if self._low_iterations:
-                detail = f"stored credential has fewer than {MIN_ITERATIONS} iterations"
-            raise SaslAuthenticationError(self.failed_message, f"{self.mechanism} user {self._username!r}: {detail}")
-        self.authorization_id = self._username
-        self.complete = True
+        if (self._refusal is not None or attrs.get("c") != expected_c
+                or not hmac.compare_digest(digest(client_key).digest(), stored_key)):
+            detail = self._refusal or "invalid proof (prefixed nonce)"
+            raise SaslAuthenticationError(self.failed_message, f"{self.mechanism} {self._who}: {detail}")
+        self._succeed()
         server_signature = hmac.new(server_key, auth_message, digest).digest()
         return b"v=" + base64.b64encode(server_signature)
 
@@ -194,7 +256,16 @@ class ScramServer(SaslMechanismServer):
         try:
             if self._step == 0:
                 self._step = 1
-                self._server.set_client_first(text)
+                extensions = client_first_extensions(text)
+                # Kafka's ScramExtensions: Boolean.parseBoolean, so any case of "true".
+                self._token_auth = extensions.get(TOKEN_AUTH_EXTENSION, "").lower() == "true"
+                if not extensions:
+                    self._server.set_client_first(text)
+                else:
+                    # scramp takes one-letter attributes only: it parses the message without the extensions,
+                    # and the proofs are then checked over the bare message the client signed, extensions and all.
+                    self._server.set_client_first(",".join(text.split(",")[:4]))
+                    self._server.client_first_bare = text.split(",", 2)[2]
                 return str(self._server.get_server_first()).encode()
             if self._step == 1:
                 self._step = 2
@@ -204,26 +275,37 @@ class ScramServer(SaslMechanismServer):
                 try:
                     self._server.set_client_final(text)
                 except scramp.ScramException:
-                    if self._unknown_user:
+                    if self._refusal is not None:
                         raise SaslAuthenticationError(self.failed_message,
-                                                      f"{self.mechanism} user {self._username!r}: unknown user") from None
-                    if self._low_iterations:
-                        raise SaslAuthenticationError(
-                            self.failed_message,
-                            f"{self.mechanism} user {self._username!r}: stored credential has fewer than "
-                            f"{MIN_ITERATIONS} iterations") from None
+                                                      f"{self.mechanism} {self._who}: {self._refusal}") from None
                     raise
+                if self._refusal is not None:  # a made-up credential cannot verify; never let it pass
+                    raise SaslAuthenticationError(self.failed_message, f"{self.mechanism} {self._who}: {self._refusal}")
                 final = str(self._server.get_server_final()).encode()
-                self.authorization_id = self._username
-                self.complete = True
+                self._succeed()
                 return final
         except scramp.ScramException as exc:
-            who = f"user {self._username!r}" if self._username else "client"
+            who = self._who if self._username else "client"
             raise SaslAuthenticationError(self.failed_message, f"{self.mechanism} {who}: {exc}") from None
         raise SaslAuthenticationError(self.failed_message, "SCRAM token after completion")
 
+    @property
+    def _who(self) -> str:
+        return f"{'delegation token' if self._token_auth else 'user'} {self._username!r}"
+
 
 # --------------------------------------------------------------------------------------- authenticator
+
+
+def session_lifetime(reauth_ms: int, credential_lifetime_ms: int | None) -> int:
+    """A session's length as Kafka's SaslServerAuthenticator computes it: ``connections.max.reauth.ms`` capped by
+    what is left of the credential (a token's); 0, no end, when re-authentication is off (a token's expiry then
+    ends no session: Kafka caps by the configured 0) or nothing is left."""
+    if reauth_ms <= 0:
+        return 0
+    if credential_lifetime_ms is None:
+        return reauth_ms
+    return max(0, min(reauth_ms, credential_lifetime_ms))
 
 
 class SaslState(enum.Enum):
@@ -260,7 +342,10 @@ class SaslAuthenticator:
         self._server: SaslMechanismServer | None = None
         self.principal: str | None = None
         """Set once authenticated; kept through re-authentication."""
+        self.token_authenticated = False
+        """The login used a delegation token (KIP-48)."""
         self.session_expires_at_ms: int | None = None
+        self._session_lifetime_ms = 0
         self._reauthenticating = False
 
     def check_request(self, api_key: int, now_ms: int) -> None:
@@ -330,20 +415,23 @@ class SaslAuthenticator:
             self.state = SaslState.FAILED
             raise
         if server.complete:
-            principal = user(server.authorization_id)
+            principal = server.principal
             if self._reauthenticating and principal != self.principal:
                 self.state = SaslState.FAILED
                 raise SaslAuthenticationError("Cannot change principals during re-authentication",
                                               f"re-authentication as {principal} on a session of {self.principal}")
             self.principal = principal
+            self.token_authenticated = server.token_authenticated
             self._reauthenticating = False
             self.state = SaslState.COMPLETE
-            self.session_expires_at_ms = now_ms + self.reauth_ms if self.reauth_ms > 0 else None
+            self._session_lifetime_ms = session_lifetime(self.reauth_ms, server.credential_lifetime_ms)
+            self.session_expires_at_ms = now_ms + self._session_lifetime_ms if self._session_lifetime_ms > 0 else None
         return answer
 
     @property
     def session_lifetime_ms(self) -> int:
-        return self.reauth_ms if self.reauth_ms > 0 else 0
+        """What SaslAuthenticate v1+ tells the client: its session's length, 0 when it does not end."""
+        return self._session_lifetime_ms
 
     @property
     def expecting_raw_token(self) -> bool:

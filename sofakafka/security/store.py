@@ -15,9 +15,12 @@ Written here, read by every broker:
   and ``/config/clients/<client>`` (``<default>`` for the default entities), with the same ``/config/changes``
   notifications (``users/alice/clients/app``, ``clients/<default>``), as Kafka 2.6's AlterClientQuotas writes them.
 
-Every broker runs one :class:`SecurityMetadata`: it loads all users, quotas and ACLs at start, then follows the three
-notification directories with child watches and re-reads exactly the user or resource pattern each new
-notification names, so a user or ACL created through any broker (or by Kafka's own tools against the same
+* delegation tokens (sofakafka/security/token_manager.py) in ``/delegation_token/tokens/<id>``, with
+  ``/delegation_token/token_changes`` notifications, when the broker has ``delegation.token.master.key``.
+
+Every broker runs one :class:`SecurityMetadata`: it loads all users, quotas, ACLs (and tokens) at start, then
+follows the notification directories with child watches and re-reads exactly the user, resource pattern or token
+each new notification names, so a user, ACL or token created through any broker (or by Kafka's own tools against the same
 ZooKeeper) is in force everywhere as soon as the watch fires. Notifications older than 15 minutes are
 deleted, as Kafka's ZkNodeChangeNotificationListener does. After the store replaced a lost session everything
 is read again and the watches are armed anew.
@@ -61,6 +64,7 @@ from sofakafka.security.acl import (
 )
 from sofakafka.security.authorizer import AclAuthorizer
 from sofakafka.security.scram import MECHANISMS, ScramCredential, ScramCredentialError, check_mechanism
+from sofakafka.security.token_manager import DelegationTokenManager
 
 log = logging.getLogger(__name__)
 
@@ -76,9 +80,11 @@ class SecurityStoreError(Exception):
 
 class SecurityMetadata:
     def __init__(self, store: MetadataStore, authorizer: AclAuthorizer | None = None, *,
-                 clock_ms: Callable[[], int] | None = None) -> None:
+                 clock_ms: Callable[[], int] | None = None, tokens: DelegationTokenManager | None = None) -> None:
         self._store = store
         self.authorizer = authorizer
+        self.tokens = tokens
+        """Delegation tokens, when this broker has a master key (None: token requests are refused)."""
         self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self._lock = threading.RLock()
         self._write_lock = threading.Lock()
@@ -99,18 +105,25 @@ class SecurityMetadata:
                      zk_paths.config_entity_type_path(zk_paths.CONFIG_TYPE_CLIENTS), zk_paths.CONFIG_CHANGES_PATH,
                      zk_paths.ACL_CHANGES_PATH, zk_paths.ACL_EXTENDED_CHANGES_PATH):
             self._store.ensure_path(path)
+        if self.tokens is not None:
+            self.tokens.ensure_paths()
         self._store.add_new_session_listener(self.reload)
         self.reload()
 
+    def _notification_parents(self) -> tuple[str, ...]:
+        parents = (zk_paths.CONFIG_CHANGES_PATH, zk_paths.ACL_CHANGES_PATH, zk_paths.ACL_EXTENDED_CHANGES_PATH)
+        return parents + ((zk_paths.DELEGATION_TOKEN_CHANGES_PATH,) if self.tokens is not None else ())
+
     def reload(self) -> None:
-        """Read every user and ACL again and re-arm the notification watches (start, new session)."""
+        """Read every user, ACL (and token) again and re-arm the notification watches (start, new session)."""
         with self._lock:
             self._last_seen.clear()
             self._load_all_users()
             self._load_all_quotas()
             self._load_all_acls()
-            for parent in (zk_paths.CONFIG_CHANGES_PATH, zk_paths.ACL_CHANGES_PATH,
-                           zk_paths.ACL_EXTENDED_CHANGES_PATH):
+            if self.tokens is not None:
+                self.tokens.load_all()
+            for parent in self._notification_parents():
                 self._process_notifications(parent, initial=True)
         self._bump()
 
@@ -218,7 +231,9 @@ class SecurityMetadata:
 
     def _process_notifications(self, parent: str, *, initial: bool) -> None:
         children = self._store.get_children(parent, self._watch)
-        prefix = zk_paths.CONFIG_CHANGE_PREFIX if parent == zk_paths.CONFIG_CHANGES_PATH else zk_paths.ACL_CHANGE_PREFIX
+        prefix = {zk_paths.CONFIG_CHANGES_PATH: zk_paths.CONFIG_CHANGE_PREFIX,
+                  zk_paths.DELEGATION_TOKEN_CHANGES_PATH: zk_paths.DELEGATION_TOKEN_CHANGE_PREFIX,
+                  }.get(parent, zk_paths.ACL_CHANGE_PREFIX)
         last = self._last_seen.get(parent, -1)
         now = self._clock_ms()
         for name in children:
@@ -250,6 +265,10 @@ class SecurityMetadata:
             quota_entity = quotas.entity_from_config_path(kind, name, zk_paths.desanitize)
             if quota_entity is not None:
                 self._reload_quota(quota_entity)
+            return
+        if parent == zk_paths.DELEGATION_TOKEN_CHANGES_PATH:
+            if self.tokens is not None:
+                self.tokens.reload(data.decode("utf-8", errors="replace"))
             return
         if self.authorizer is None:
             return

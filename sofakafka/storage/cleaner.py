@@ -648,6 +648,23 @@ class LogCleaner:
                 offsets[key] = offset
             file.write(offsets)
 
+    def alter_checkpoint_dir(self, topic_partition: tuple[str, int], source_dir: Path, dest_dir: Path) -> None:
+        """A log moved from the log dir ``source_dir`` to ``dest_dir``: its clean offset moves along (Kafka's
+        ``alterCheckpointDir``), so the next pass does not clean the log again from its start."""
+        with self._checkpoint_lock:
+            source = OffsetCheckpointFile(Path(source_dir) / CLEANER_OFFSET_CHECKPOINT)
+            if not source.path.exists():
+                return
+            offsets = source.read()
+            offset = offsets.pop(topic_partition, None)
+            if offset is None:
+                return
+            dest = OffsetCheckpointFile(Path(dest_dir) / CLEANER_OFFSET_CHECKPOINT)
+            moved = dest.read() if dest.path.exists() else {}
+            moved[topic_partition] = offset
+            dest.write(moved)
+            source.write(offsets)
+
     # -- passes ----------------------------------------------------------------------------------------------
 
     def log_to_clean(self, log: CleanableLog, now_ms: int | None = None) -> LogToClean:

@@ -88,3 +88,21 @@ class KafkaStorageError(StorageError):
     ``KafkaStorageException`` takes it, and clients see KAFKA_STORAGE_ERROR for its partitions."""
 
     default_code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+class LogDirNotFoundError(StorageError):
+    """A log directory named by a request is not one of ``log.dirs`` (AlterReplicaLogDirs)."""
+
+    default_code = ErrorCode.LOG_DIR_NOT_FOUND
+
+
+class ReplicaNotAvailableError(StorageError):
+    """The broker holds no log of the partition (AlterReplicaLogDirs of a replica not created here yet)."""
+
+    default_code = ErrorCode.REPLICA_NOT_AVAILABLE
+
+
+class InvalidTopicError(StorageError):
+    """A topic this storage cannot handle as asked (a future replica's directory name longer than 255 bytes)."""
+
+    default_code = ErrorCode.INVALID_TOPIC_EXCEPTION

@@ -271,6 +271,11 @@ class _MappedIndex(ABC, Generic[_E]):
         with self._lock:
             self._close_handles()
 
+    def update_parent_dir(self, parent: Path) -> None:
+        """The directory holding the file was renamed: a mapping made from now on opens the new name."""
+        with self._lock:
+            self.path = Path(parent) / self.path.name
+
     def rename_to(self, new_path: Path) -> None:
         with self._lock:
             if self.path.exists():

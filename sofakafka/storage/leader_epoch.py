@@ -11,11 +11,14 @@ and the read-only properties may be called from any thread.
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from sofakafka.storage.checkpoints import LeaderEpochCheckpointFile
+
+log = logging.getLogger(__name__)
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
@@ -32,6 +35,7 @@ class LeaderEpochFileCache:
 
     def __init__(self, checkpoint: LeaderEpochCheckpointFile | None) -> None:
         self._checkpoint = checkpoint
+        self._name = checkpoint.path.parent.name if checkpoint is not None else "leader epochs"
         self._lock = threading.RLock()
         self._epochs: list[EpochEntry] = []
         if checkpoint is not None:
@@ -72,7 +76,14 @@ class LeaderEpochFileCache:
                 last = self._epochs[-1]
                 if last.epoch == epoch and start_offset >= last.start_offset:
                     return
-            self._epochs = [e for e in self._epochs if e.epoch < epoch and e.start_offset < start_offset]
+            kept = [e for e in self._epochs if e.epoch < epoch and e.start_offset < start_offset]
+            if len(kept) < len(self._epochs) and self._epochs[-1].epoch > epoch:
+                # An older epoch than the latest arriving means a batch stamped with a superseded epoch reached the
+                # log (Kafka warns too): where the dropped epochs began is lost, and with it true OffsetsForLeaderEpoch
+                # answers for them.
+                log.warning("%s: leader epoch %d at offset %d drops the later entries %s", self._name, epoch,
+                            start_offset, [(e.epoch, e.start_offset) for e in self._epochs if e not in kept])
+            self._epochs = kept
             self._epochs.append(EpochEntry(epoch, start_offset))
             self._flush()
 
@@ -126,6 +137,14 @@ class LeaderEpochFileCache:
             after = [e for e in self._epochs if e.start_offset >= start_offset]
             self._epochs = [EpochEntry(before[-1].epoch, start_offset), *after]
             self._flush()
+
+    def move_checkpoint(self, checkpoint: LeaderEpochCheckpointFile, *, write: bool = False) -> None:
+        """Keep the entries in ``checkpoint`` from now on (the log's directory was renamed or replaced); with
+        ``write`` they are written there at once."""
+        with self._lock:
+            self._checkpoint = checkpoint
+            if write:
+                self._flush()
 
     def clear_and_flush(self) -> None:
         with self._lock:

@@ -167,8 +167,12 @@ class Log:
         self.config = config
         self._time_ms = time_ms
         self._lock = threading.RLock()
-        self._bases: list[int] = []
-        self._segments: dict[int, LogSegment] = {}
+        # (sorted base offsets, base offset -> segment): one tuple, replaced whole, so a reader that takes it once
+        # sees a consistent pair even while the segments are replaced (cleaning, truncation, a move between dirs).
+        self._view: tuple[list[int], dict[int, LogSegment]] = ([], {})
+        # How many times the log was cut back (truncation, restart empty): a copy of it (a future replica being
+        # filled by a move between log dirs) compares counts to know its copy may have diverged.
+        self._truncations = 0
         self._log_start_offset = log_start_offset
         self._recovery_point = recovery_point
         self._high_watermark = 0
@@ -198,9 +202,16 @@ class Log:
         self._load(had_clean_shutdown)
 
     # -- segment map (copy-on-write so readers need no lock) -------------------------------------------------
+    @property
+    def _bases(self) -> list[int]:
+        return self._view[0]
+
+    @property
+    def _segments(self) -> dict[int, LogSegment]:
+        return self._view[1]
+
     def _set_segments(self, segments: dict[int, LogSegment]) -> None:
-        self._segments = segments
-        self._bases = sorted(segments)
+        self._view = (sorted(segments), segments)
 
     def _add_segment(self, segment: LogSegment) -> None:
         segments = dict(self._segments)
@@ -214,7 +225,7 @@ class Log:
 
     def log_segments(self, from_offset: int | None = None, to_offset: int | None = None) -> list[LogSegment]:
         """Segments in offset order that may hold offsets in ``[from_offset, to_offset)`` (all by default)."""
-        bases, segments = self._bases, self._segments
+        bases, segments = self._view
         start = 0
         if from_offset is not None:
             start = max(0, bisect.bisect_right(bases, from_offset) - 1)
@@ -223,14 +234,15 @@ class Log:
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments[self._bases[-1]]
+        bases, segments = self._view
+        return segments[bases[-1]]
 
     @property
     def number_of_segments(self) -> int:
         return len(self._bases)
 
     def _floor_segment(self, offset: int) -> tuple[list[int], dict[int, LogSegment], int]:
-        bases, segments = self._bases, self._segments
+        bases, segments = self._view
         return bases, segments, bisect.bisect_right(bases, offset) - 1
 
     # -- offsets ----------------------------------------------------------------------------------------------
@@ -968,6 +980,7 @@ class Log:
             if self.log_segments()[0].base_offset > target_offset:
                 self._truncate_fully_and_start_at(target_offset)
                 return True
+            self._truncations += 1
             doomed = [s for s in self.log_segments() if s.base_offset > target_offset]
             for seg in doomed:
                 self._remove_segment(seg.base_offset)
@@ -1005,6 +1018,7 @@ class Log:
     def _truncate_fully_and_start_at(self, new_offset: int) -> None:
         with self._lock:
             self._check_open()
+            self._truncations += 1
             doomed = self.log_segments()
             self._set_segments({})
             self._schedule_delete(doomed)
@@ -1053,6 +1067,79 @@ class Log:
             if seg is not self.active_segment:
                 seg.offset_index.trim_to_valid_size()
                 seg.time_index.trim_to_valid_size()
+
+    # -- moving between log directories (AlterReplicaLogDirs, KIP-113) --------------------------------------------------
+    @property
+    def is_future(self) -> bool:
+        """A future replica: the copy a move between log dirs fills (``<topic>-<partition>.<id>-future``)."""
+        return self.dir.name.endswith(FUTURE_DIR_SUFFIX)
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The lock every mutation of this log holds (re-entrant); a swap between log dirs holds it throughout."""
+        return self._lock
+
+    @property
+    def truncations(self) -> int:
+        """How many times this log was cut back; a copy of it compares this to know it may have diverged."""
+        return self._truncations
+
+    def delete_segments_below_log_start(self) -> int:
+        """Only the log-start part of retention (a future replica follows its current replica's log start and
+        must not apply retention of its own)."""
+        with self._lock:
+            if self._closed:
+                return 0
+            return self._delete_segments(
+                lambda seg, nxt: nxt is not None and nxt.base_offset <= self._log_start_offset)
+
+    def rename_dir(self, new_dir: Path) -> None:
+        """Rename the partition directory (``-future`` to the live name, the live name to ``-delete``) and follow
+        it: segments, pending deletions, producer snapshots and the epoch checkpoint are opened under the new name
+        from now on. The caller fsyncs the parent directories. Holds the log's lock."""
+        new_dir = Path(new_dir)
+        with self._lock:
+            os.replace(self.dir, new_dir)
+            self._follow_dir(new_dir)
+
+    def _follow_dir(self, new_dir: Path) -> None:
+        self.dir = new_dir
+        for seg in self.log_segments():
+            seg.update_parent_dir(new_dir)
+        for _, seg in self._pending_deletes:
+            seg.update_parent_dir(new_dir)
+        self.producer_state.update_parent_dir(new_dir)
+        self.leader_epoch_cache.move_checkpoint(LeaderEpochCheckpointFile(new_dir / LEADER_EPOCH_CHECKPOINT))
+
+    def exchange_segments(self, other: Log) -> None:
+        """Trade directories and segments with ``other``, a log of the same partition ending at the same offset:
+        the end of a move between log dirs, where this log (the one every caller holds) takes the future replica's
+        segments and the future replica object keeps the old ones, to be closed and deleted later.
+
+        What describes the records stays with this log: offsets (equal), high watermark, log start offset, and
+        the leader-epoch cache and producer state, which are this log's own (a copy built them from the same
+        batches, but may lack what this log learned otherwise: an epoch started at the log end, producers whose
+        batches retention removed). Both are re-pointed to the new directory and written there, so a restart
+        reads them back. One assignment publishes the new segments to lock-free readers, which read either set
+        (the same records at the same offsets); the old set stays readable until its files go.
+        """
+        with self._lock, other._lock:
+            if other._log_end_offset != self._log_end_offset or other.topic != self.topic or \
+                    other.partition != self.partition:
+                raise StorageError(f"cannot exchange segments of {self} with {other}")
+            mine = (self.dir, self._view, self._log_end_position, self._recovery_point, self._pending_deletes,
+                    self._unflushed_messages, self._last_flush_ms)
+            theirs = (other.dir, other._view, other._log_end_position, other._recovery_point,
+                      other._pending_deletes, other._unflushed_messages, other._last_flush_ms)
+            (self.dir, self._view, self._log_end_position, self._recovery_point, self._pending_deletes,
+             self._unflushed_messages, self._last_flush_ms) = theirs
+            (other.dir, other._view, other._log_end_position, other._recovery_point, other._pending_deletes,
+             other._unflushed_messages, other._last_flush_ms) = mine
+            self._recovery_point = min(self._recovery_point, self._log_end_offset)
+            self.producer_state.update_parent_dir(self.dir)
+            self.producer_state.take_snapshot(force=True)
+            self.leader_epoch_cache.move_checkpoint(LeaderEpochCheckpointFile(self.dir / LEADER_EPOCH_CHECKPOINT),
+                                                    write=True)
 
     # -- flushing and closing -----------------------------------------------------------------------------------------
     def flush(self, offset: int | None = None) -> None:

@@ -24,8 +24,17 @@ are remembered as offline (a re-create refuses with KAFKA_STORAGE_ERROR rather t
 another directory). Listeners (the replica manager) hear which partitions went. Nothing is written to an
 offline directory again until the broker restarts, when its logs are recovered like after a crash.
 
+Moves between log directories (AlterReplicaLogDirs, KIP-113): ``alter_replica_log_dir`` creates a *future
+replica* of a partition in the dir asked for (``<tp>.<id>-future``) and pauses compaction of its log; the
+manager's ``LogDirMover`` (log_mover.py) fills it and calls ``complete_move``, which swaps it in under the log's
+lock and renames the old dir ``-delete`` (removed after ``file.delete.delay.ms`` by ``delete_due_logs``). A
+partition not here yet gets the dir remembered for its creation. Future replicas are checkpointed with their dir
+(recovery point, log start; not the high watermark), flushed, loaded and resumed at start-up; one without a
+current log is the end of an interrupted swap and becomes the log. ``delete_log`` deletes the future replica
+first, so that cannot be confused with a deletion.
+
 Threading: the log map is guarded by a lock; any thread may call any method. Per-log work is serialised by
-each Log's own lock.
+each Log's own lock; a swap holds the manager's lock, then the current log's, then the future replica's.
 """
 
 from __future__ import annotations
@@ -51,15 +60,25 @@ from sofakafka.storage.checkpoints import (
 )
 from sofakafka.storage.cleaner import LogCleaner
 from sofakafka.storage.config import LogConfig
-from sofakafka.storage.errors import CheckpointFormatError, KafkaStorageError, LogDirError
+from sofakafka.storage.errors import (
+    CheckpointFormatError,
+    InvalidTopicError,
+    KafkaStorageError,
+    LogDirError,
+    LogDirNotFoundError,
+    ReplicaNotAvailableError,
+    StorageError,
+)
 from sofakafka.storage.file_cache import DEFAULT_MAX_OPEN_FILES, DescriptorCache
 from sofakafka.storage.log import (
     DELETE_DIR_SUFFIX,
     FUTURE_DIR_SUFFIX,
     Log,
     delete_log_dir,
+    log_dir_name,
     parse_topic_partition,
 )
+from sofakafka.storage.log_mover import DEFAULT_CHUNK_BYTES, UNLIMITED_RATE, LogDirMover
 from sofakafka.storage.segment import wall_clock_ms
 
 log = logging.getLogger(__name__)
@@ -72,6 +91,17 @@ TopicPartition = tuple[str, int]
 
 #: Threads that create logs (and write their first checkpoints) when many partitions arrive at once.
 CREATE_THREADS = 8
+#: The longest directory name a filesystem takes: a future replica's must fit (Kafka 2.6's KAFKA-4893 check).
+MAX_DIR_NAME_BYTES = 255
+
+
+def future_dir_name(topic: str, partition: int) -> str:
+    """``<topic>-<partition>.<id>-future``: Kafka 2.6's name for a future replica (a 32-digit random id)."""
+    return f"{log_dir_name(topic, partition)}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
+
+
+def delete_dir_name(topic: str, partition: int) -> str:
+    return f"{log_dir_name(topic, partition)}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
 
 
 def read_meta_properties(path: Path) -> dict[str, str]:
@@ -111,10 +141,19 @@ class LogManager:
         producer_id_expiration_ms: int = 604_800_000,
         cleaner: LogCleaner | None = None,
         max_open_segment_files: int = DEFAULT_MAX_OPEN_FILES,
+        alter_log_dirs_threads: int | None = None,
+        alter_log_dirs_chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+        alter_log_dirs_rate: int = UNLIMITED_RATE,
     ) -> None:
         if not log_dirs:
             raise LogDirError("at least one log directory is required")
         self.log_dirs = [Path(d).resolve() for d in log_dirs]
+        # How a request may name a dir: as we report it (resolved), or as configured made absolute (Kafka's
+        # getAbsolutePath of the log.dirs entry).
+        self._dir_names: dict[str, Path] = {}
+        for given, resolved in zip(log_dirs, self.log_dirs, strict=True):
+            self._dir_names[str(resolved)] = resolved
+            self._dir_names.setdefault(os.path.abspath(str(given)), resolved)
         if len(set(self.log_dirs)) != len(self.log_dirs):
             raise LogDirError(f"duplicate log directories in {log_dirs}")
         self.default_config = default_config or LogConfig()
@@ -130,7 +169,8 @@ class LogManager:
         self._create_lock = threading.Lock()
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, Path] = {}
-        self._pending_dir_deletes: list[tuple[int, Path]] = []
+        # (due time, directory, the log whose descriptors close then: the old copy of a moved log)
+        self._pending_dir_deletes: list[tuple[int, Path, Log | None]] = []
         self._dir_locks: list[int] = []
         self._started = False
         self.cleaner = cleaner if cleaner is not None else LogCleaner(clock=time_ms)
@@ -141,6 +181,16 @@ class LogManager:
         self._failed_dirs: queue.SimpleQueue[tuple[Path, OSError]] = queue.SimpleQueue()
         self._failure_thread: threading.Thread | None = None
         self._dir_failure_listeners: list[Callable[[Path, list[TopicPartition]], None]] = []
+        # Moves between log dirs (AlterReplicaLogDirs): the future replica of each partition being moved, the
+        # cleaner key paused for it (the current log's dir when the move began), and where a partition not yet
+        # created here is to be created (Kafka's preferredLogDirs).
+        self._futures: dict[TopicPartition, Log] = {}
+        self._future_dir_of: dict[TopicPartition, Path] = {}
+        self._paused_for_move: dict[TopicPartition, Path] = {}
+        self._preferred_dirs: dict[TopicPartition, Path] = {}
+        self.mover = LogDirMover(self, threads=len(self.log_dirs) if alter_log_dirs_threads is None
+                                 else alter_log_dirs_threads,
+                                 chunk_bytes=alter_log_dirs_chunk_bytes, rate=alter_log_dirs_rate)
 
     # -- start-up -------------------------------------------------------------------------------------------
     def config_for(self, topic: str) -> LogConfig:
@@ -194,6 +244,13 @@ class LogManager:
                 self._unlock_dirs()
                 raise
             self._started = True
+        for tp, future in list(self._futures.items()):
+            current = self._logs[tp]
+            self.cleaner.abort_and_pause_cleaning(current.dir)
+            self._paused_for_move[tp] = current.dir
+            log.info("resuming the move of %s-%d from %s to %s", tp[0], tp[1], current.dir.parent, future.dir.parent)
+        if self._futures:
+            self.mover.wake()
 
     def _load_all(self) -> None:
         jobs: list[tuple[Path, Path, bool, dict[TopicPartition, int], dict[TopicPartition, int]]] = []
@@ -206,9 +263,7 @@ class LogManager:
                 if not child.is_dir():
                     continue
                 if child.name.endswith(DELETE_DIR_SUFFIX):
-                    self._pending_dir_deletes.append((0, child))
-                    continue
-                if child.name.endswith(FUTURE_DIR_SUFFIX):
+                    self._pending_dir_deletes.append((0, child, None))
                     continue
                 try:
                     parse_topic_partition(child.name)
@@ -218,19 +273,53 @@ class LogManager:
         with ThreadPoolExecutor(max_workers=self._threads * len(self.log_dirs),
                                 thread_name_prefix="log-recovery") as pool:
             loaded = list(pool.map(lambda job: (job[0], self._load_log(*job)), jobs))
-        high_watermarks = self.load_high_watermarks()
+        futures: dict[TopicPartition, tuple[Path, Log]] = {}
         for log_dir, lg in loaded:
             tp = (lg.topic, lg.partition)
-            if tp in high_watermarks:
-                lg.update_high_watermark(high_watermarks[tp])
+            if lg.is_future:
+                if tp in futures:
+                    raise LogDirError(f"two future replicas of {tp}: {futures[tp][1].dir} and {lg.dir}")
+                futures[tp] = (log_dir, lg)
+                continue
             if tp in self._logs:
                 raise LogDirError(f"partition {tp} found in both {self._log_dir_of[tp]} and {log_dir}")
             self._logs[tp] = lg
             self._log_dir_of[tp] = log_dir
+        for tp, (log_dir, lg) in sorted(futures.items()):
+            self._adopt_loaded_future(tp, log_dir, lg)
+        # Each dir's high watermarks for the logs in it (a partition moved between dirs may be in two files).
+        for log_dir in self.log_dirs:
+            for tp, hw in OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).read().items():
+                if self._log_dir_of.get(tp) == log_dir:
+                    self._logs[tp].update_high_watermark(hw)
         for log_dir in self.log_dirs:
             (log_dir / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
             fsync_dir(log_dir)
         self._delete_pending_dirs(1 << 62)
+
+    def _adopt_loaded_future(self, tp: TopicPartition, log_dir: Path, lg: Log) -> None:
+        """A future replica found at start-up: its move resumes (Kafka resumes it too). Without a current log the
+        broker stopped inside a swap, after the current log was renamed for deletion and before the copy took
+        its name (``complete_move`` renames in that order): the copy, flushed and complete, becomes the log."""
+        current_dir = self._log_dir_of.get(tp)
+        if current_dir is None:
+            live = log_dir / log_dir_name(*tp)
+            log.warning("%s: a move between log dirs was interrupted after its swap began; the copy in %s "
+                        "becomes the log", lg.dir.name, log_dir)
+            lg.close_handlers()
+            os.replace(lg.dir, live)
+            fsync_dir(log_dir)
+            self._logs[tp] = self._load_log(log_dir, live, False, {}, {})
+            self._log_dir_of[tp] = log_dir
+        elif current_dir == log_dir:
+            log.warning("%s: a future replica in its current log's own dir; deleting it", lg.dir)
+            lg.close_handlers()
+            target = lg.dir.with_name(delete_dir_name(*tp))
+            os.replace(lg.dir, target)
+            self._pending_dir_deletes.append((0, target, None))
+        else:
+            self._futures[tp] = lg
+            self._future_dir_of[tp] = log_dir
 
     def _load_log(self, log_dir: Path, path: Path, clean: bool, recovery_points: Mapping[TopicPartition, int],
                   start_offsets: Mapping[TopicPartition, int]) -> Log:
@@ -246,7 +335,8 @@ class LogManager:
             producer_id_expiration_ms=self._producer_id_expiration_ms,
             descriptor_cache=self.descriptor_cache,
         )
-        lg.rewrite_guard = self.cleaning_paused
+        # A future replica is never cleaned (its move pauses cleaning of the current log): no guard.
+        lg.rewrite_guard = None if lg.is_future else self.cleaning_paused
         lg.io_error_handler = self._on_io_error
         return lg
 
@@ -263,8 +353,22 @@ class LogManager:
 
     @property
     def all_logs(self) -> list[Log]:
+        """Every current log (future replicas are ``future_logs``)."""
         with self._lock:
             return list(self._logs.values())
+
+    @property
+    def future_logs(self) -> list[Log]:
+        """The future replicas of partitions being moved between log dirs."""
+        with self._lock:
+            return list(self._futures.values())
+
+    def get_future_log(self, topic: str, partition: int) -> Log | None:
+        return self._futures.get((topic, partition))
+
+    def log_dir_of(self, topic: str, partition: int) -> Path | None:
+        """The log dir holding the partition's current log."""
+        return self._log_dir_of.get((topic, partition))
 
     # -- log directory failure --------------------------------------------------------------------------------
     @property
@@ -275,6 +379,12 @@ class LogManager:
     def offline_log_dirs(self) -> dict[Path, str]:
         """Offline directories and why they went offline."""
         return dict(self._offline_dirs)
+
+    @property
+    def offline_partitions(self) -> list[TopicPartition]:
+        """Partitions whose log was in a directory that went offline."""
+        with self._lock:
+            return sorted(self._offline_partitions)
 
     def is_offline(self, topic: str, partition: int) -> bool:
         """The partition's log was in a directory that went offline."""
@@ -318,6 +428,18 @@ class LogManager:
                 self._offline_partitions.add(tp)
                 with contextlib.suppress(OSError):
                     lg.close_handlers()
+            # Moves stop (Kafka's handleLogDirFailure): those into this dir lose their copy (its files stay, and
+            # are deleted when the dir is back, or resumed if the move is asked again), those out of it keep
+            # theirs on disk, resumed at the next start.
+            stopped = [tp for tp, d in self._future_dir_of.items() if d == log_dir or tp in self._offline_partitions]
+            for tp in stopped:
+                future = self._futures.pop(tp)
+                del self._future_dir_of[tp]
+                with contextlib.suppress(OSError):
+                    future.close_handlers()
+                paused = self._paused_for_move.pop(tp, None)
+                if paused is not None:
+                    self.cleaner.resume_cleaning(paused)
         log.error("log directory %s is offline (%s): %d partitions with it; %d of %d directories left online",
                   log_dir, reason, len(gone), len(self.online_log_dirs), len(self.log_dirs))
         for listener in list(self._dir_failure_listeners):
@@ -357,7 +479,7 @@ class LogManager:
             planned: list[tuple[TopicPartition, Path]] = []
             with self._lock:
                 counts = {d: 0 for d in self.online_log_dirs}
-                for d in self._log_dir_of.values():
+                for d in [*self._log_dir_of.values(), *self._future_dir_of.values()]:
                     if d in counts:
                         counts[d] += 1
                 for tp in dict.fromkeys(partitions):
@@ -370,7 +492,11 @@ class LogManager:
                     if not counts:
                         raise KafkaStorageError(
                             f"every log directory is offline: {sorted(map(str, self.log_dirs))}")
-                    log_dir = min(counts, key=lambda d: (counts[d], self.log_dirs.index(d)))
+                    preferred = self._preferred_dirs.get(tp)
+                    if preferred is not None and preferred in counts:
+                        log_dir = preferred  # asked for by AlterReplicaLogDirs before the replica existed here
+                    else:
+                        log_dir = min(counts, key=lambda d: (counts[d], self.log_dirs.index(d)))
                     counts[log_dir] += 1
                     planned.append((tp, log_dir))
             if not planned:
@@ -421,6 +547,7 @@ class LogManager:
                         continue
                     self._logs[tp] = lg
                     self._log_dir_of[tp] = log_dir
+                    self._preferred_dirs.pop(tp, None)  # satisfied (Kafka forgets it once used)
                     out[tp] = lg
             if failure is not None and raise_errors:
                 raise failure
@@ -433,11 +560,14 @@ class LogManager:
         being renamed) and the log's entry leaves ``cleaner-offset-checkpoint``, so a partition re-created
         under the same name starts dirty from its first offset.
         """
+        self.cancel_move(topic, partition)
         lg = self.get_log(topic, partition)
         if lg is None:
             return False
-        # Outside the manager lock: the wait for a running pass must not hold up every other partition.
-        self.cleaner.abort_and_pause_cleaning(lg.dir)
+        # Outside the manager lock: the wait for a running pass must not hold up every other partition. The key
+        # is kept: a move between dirs may rename the log meanwhile.
+        key = lg.dir
+        self.cleaner.abort_and_pause_cleaning(key)
         try:
             with self._lock:
                 tp = (topic, partition)
@@ -447,16 +577,199 @@ class LogManager:
                 log_dir = self._log_dir_of.pop(tp)
                 self.cleaner.update_checkpoint(lg, None)
                 lg.close_handlers()
-                target = lg.dir.with_name(f"{lg.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+                target = lg.dir.with_name(delete_dir_name(topic, partition))
                 os.replace(lg.dir, target)
                 fsync_dir(log_dir)
                 delay = lg.config.file_delete_delay_ms
-                self._pending_dir_deletes.append((self._time_ms() + delay, target))
+                self._pending_dir_deletes.append((self._time_ms() + delay, target, None))
                 if delay == 0:
                     self._delete_pending_dirs(self._time_ms())
                 return True
         finally:
-            self.cleaner.resume_cleaning(lg.dir)
+            self.cleaner.resume_cleaning(key)
+
+    # -- moves between log directories (AlterReplicaLogDirs, KIP-113; the copying is log_mover.py's) ---------------
+    def resolve_log_dir(self, name: str) -> Path:
+        """The log dir a request names: as DescribeLogDirs reports it, or as configured, made absolute.
+        LogDirNotFoundError for anything else (Kafka compares with the configured dirs' absolute paths)."""
+        found = self._dir_names.get(name)
+        if found is None:
+            raise LogDirNotFoundError(f"Log dir {name} is not found in the config.")
+        return found
+
+    def is_log_dir_online(self, log_dir: Path) -> bool:
+        return log_dir in self.log_dirs and log_dir not in self._offline_dirs
+
+    def preferred_log_dir(self, topic: str, partition: int) -> Path | None:
+        """Where the partition's log will be created, as asked before it existed here."""
+        return self._preferred_dirs.get((topic, partition))
+
+    def alter_replica_log_dir(self, topic: str, partition: int, log_dir: str) -> bool:
+        """Move the partition's log to ``log_dir``, Kafka 2.6's ``alterReplicaLogDirs`` step by step: a future
+        replica's name longer than 255 bytes is INVALID_TOPIC_EXCEPTION; a dir not configured LOG_DIR_NOT_FOUND,
+        an offline one KAFKA_STORAGE_ERROR, as is a partition whose log is in an offline dir; a move under way
+        to another dir is cancelled (its copy deleted); the dir is remembered for a replica created here later
+        (unless the log or its copy is already there); a partition with no log here is ReplicaNotAvailableError
+        (the caller answers UNKNOWN_TOPIC_OR_PARTITION for a partition its metadata does not know); no copy is
+        started while any dir is offline (KAFKA_STORAGE_ERROR), so a partition never gets copies in two dirs.
+
+        Returns True when a move started (its copy created, cleaning of the log paused until it ends), False
+        when nothing needs to move: the log is in that dir already (which also ends a move elsewhere, as in
+        Kafka), or is already being moved there.
+        """
+        tp = (topic, partition)
+        if len(future_dir_name(topic, partition).encode()) > MAX_DIR_NAME_BYTES:
+            raise InvalidTopicError("The topic name is too long.")
+        dest = self.resolve_log_dir(log_dir)
+        with self._create_lock:
+            with self._lock:
+                if dest in self._offline_dirs:
+                    raise KafkaStorageError(f"Log directory {dest} is offline")
+                if tp in self._offline_partitions:
+                    raise KafkaStorageError(f"Partition {topic}-{partition} is offline")
+            if self._future_dir_of.get(tp, dest) != dest:
+                self.cancel_move(topic, partition)
+            with self._lock:
+                current_dir = self._log_dir_of.get(tp)
+                if current_dir != dest and self._future_dir_of.get(tp) != dest:
+                    self._preferred_dirs[tp] = dest
+                current = self._logs.get(tp)
+                if current is None or current_dir is None:
+                    raise ReplicaNotAvailableError(f"no replica of {topic}-{partition} on this broker")
+                if current_dir == dest or tp in self._futures:
+                    return False
+                if self._offline_dirs:
+                    raise KafkaStorageError(f"Can not create log for {topic}-{partition} because log directories "
+                                            f"{','.join(map(str, self._offline_dirs))} are offline")
+            # Outside the manager lock: the wait for a running pass must not hold up every other partition.
+            self.cleaner.abort_and_pause_cleaning(current.dir)
+            try:
+                future = Log(dest / future_dir_name(topic, partition), current.config, time_ms=self._time_ms,
+                             producer_id_expiration_ms=self._producer_id_expiration_ms,
+                             descriptor_cache=self.descriptor_cache)
+                fsync_dir(dest)
+            except (OSError, StorageError) as exc:
+                self.cleaner.resume_cleaning(current.dir)
+                if isinstance(exc, OSError):
+                    self._on_io_error(dest, exc)
+                    raise KafkaStorageError(f"creating the future log of {topic}-{partition} in {dest} failed: "
+                                            f"{exc.strerror or exc}") from exc
+                raise
+            future.io_error_handler = self._on_io_error
+            with self._lock:
+                if self._logs.get(tp) is not current:  # deleted (or its dir failed) meanwhile
+                    self.cleaner.resume_cleaning(current.dir)
+                    future.close_handlers()
+                    delete_log_dir(future.dir)
+                    raise ReplicaNotAvailableError(f"the log of {topic}-{partition} went away")
+                self._futures[tp] = future
+                self._future_dir_of[tp] = dest
+                self._paused_for_move[tp] = current.dir
+                self._preferred_dirs.pop(tp, None)
+        log.info("moving %s-%d from %s to %s", topic, partition, current.dir.parent, dest)
+        self.mover.wake()
+        return True
+
+    def cancel_move(self, topic: str, partition: int) -> bool:
+        """Stop moving the partition and delete its copy (a move to another dir was asked, or the partition is
+        deleted); True if there was a move."""
+        tp = (topic, partition)
+        with self._lock:
+            future = self._futures.pop(tp, None)
+            dest = self._future_dir_of.pop(tp, None)
+            paused = self._paused_for_move.pop(tp, None)
+            if future is None or dest is None:
+                return False
+            with contextlib.suppress(OSError):
+                future.close_handlers()
+            try:
+                target = future.dir.with_name(delete_dir_name(topic, partition))
+                os.replace(future.dir, target)
+                fsync_dir(dest)
+                self._pending_dir_deletes.append((0, target, None))
+                self._delete_pending_dirs(self._time_ms())
+            except OSError as exc:
+                log.warning("deleting the copy of %s-%d in %s failed: %s", topic, partition, dest, exc)
+        if paused is not None:
+            self.cleaner.resume_cleaning(paused)
+        log.info("cancelled the move of %s-%d to %s", topic, partition, dest)
+        return True
+
+    # LogMoveHost: what the copier threads ask.
+    def moves_pending(self) -> list[TopicPartition]:
+        with self._lock:
+            return list(self._futures)
+
+    def move_pair(self, tp: TopicPartition) -> tuple[Log, Log] | None:
+        with self._lock:
+            current, future = self._logs.get(tp), self._futures.get(tp)
+            return None if current is None or future is None else (current, future)
+
+    def complete_move(self, tp: TopicPartition, truncations: int, catch_up_bytes: int,
+                      copy: Callable[[Log, Log, int], int]) -> bool:
+        """The swap (Kafka's ``replaceCurrentWithFutureLog``), under the manager's lock and the current log's,
+        so no append, truncation, retention or deletion runs meanwhile: copy what the current log gained since
+        (at most ``catch_up_bytes``, else give up for now), flush the copy, rename the current dir
+        ``<tp>.<id>-delete`` and the copy's ``<tp>``, each followed by an fsync of its parent, and let the log
+        every caller holds take the copy's segments (``Log.exchange_segments``). The old segments stay readable
+        for reads in flight and go after ``file.delete.delay.ms``.
+
+        A crash between the two renames leaves a copy without a current log, which the next start makes the log
+        (``_adopt_loaded_future``); the copy was complete and flushed, and the old one is only deleted. Kafka
+        renames the other way round and refuses to start with the partition in two dirs.
+        """
+        with self._lock:
+            current, future = self._logs.get(tp), self._futures.get(tp)
+            if current is None or future is None:
+                return False
+            source, dest = self._log_dir_of[tp], self._future_dir_of[tp]
+            with current.lock, future.lock:
+                if current.truncations != truncations or current.failed or future.failed:
+                    return False
+                copied = 0
+                while future.log_end_offset < current.log_end_offset and copied <= catch_up_bytes:
+                    n = copy(current, future, catch_up_bytes)
+                    if n == 0:
+                        break
+                    copied += n
+                if future.log_end_offset != current.log_end_offset:
+                    return False
+                old_dir = current.dir
+                try:
+                    future.flush()
+                except StorageError:
+                    return False  # its dir goes offline (the failure thread drops the move)
+                try:
+                    current.rename_dir(source / delete_dir_name(*tp))
+                    fsync_dir(source)
+                except OSError as exc:
+                    self._on_io_error(source, exc)
+                    return False
+                try:
+                    future.rename_dir(dest / log_dir_name(*tp))
+                    fsync_dir(dest)
+                except OSError as exc:
+                    with contextlib.suppress(OSError):
+                        current.rename_dir(old_dir)
+                        fsync_dir(source)
+                    self._on_io_error(dest, exc)
+                    return False
+                current.exchange_segments(future)
+            # ``future`` now holds the old segments, in the renamed source dir.
+            del self._futures[tp]
+            del self._future_dir_of[tp]
+            self._log_dir_of[tp] = dest
+            paused = self._paused_for_move.pop(tp, None)
+            delay = current.config.file_delete_delay_ms
+            self._pending_dir_deletes.append((self._time_ms() + delay, future.dir, future))
+            if delay == 0:
+                self._delete_pending_dirs(self._time_ms())
+        self.cleaner.alter_checkpoint_dir(tp, source, dest)
+        if paused is not None:
+            self.cleaner.resume_cleaning(paused)
+        for log_dir in (source, dest):
+            self._checkpoint_dir(log_dir)
+        return True
 
     def truncate_to(self, topic: str, partition: int, target_offset: int) -> bool:
         """``Log.truncate_to`` of a managed log (which runs inside ``cleaning_paused``)."""
@@ -474,12 +787,13 @@ class LogManager:
         back to the active segment's base offset, as Kafka's LogManager.truncateTo does (a no-op when nothing
         was cut: passes never clean into the active segment).
         """
-        self.cleaner.abort_and_pause_cleaning(lg.dir)
+        key = lg.dir  # a move between dirs may rename the log before the truncation takes its lock
+        self.cleaner.abort_and_pause_cleaning(key)
         try:
             yield
             self.cleaner.maybe_truncate_checkpoint(lg, lg.active_segment.base_offset)
         finally:
-            self.cleaner.resume_cleaning(lg.dir)
+            self.cleaner.resume_cleaning(key)
 
     def _require(self, topic: str, partition: int) -> Log:
         lg = self.get_log(topic, partition)
@@ -488,24 +802,43 @@ class LogManager:
         return lg
 
     def _delete_pending_dirs(self, now: int) -> None:
-        due = [p for t, p in self._pending_dir_deletes if t <= now]
-        self._pending_dir_deletes = [(t, p) for t, p in self._pending_dir_deletes if t > now]
-        for path in due:
+        due = [(p, lg) for t, p, lg in self._pending_dir_deletes if t <= now]
+        self._pending_dir_deletes = [entry for entry in self._pending_dir_deletes if entry[0] > now]
+        for path, lg in due:
+            if lg is not None:
+                with contextlib.suppress(OSError):
+                    lg.close_handlers()
             if path.exists():
                 delete_log_dir(path)
 
+    def delete_due_logs(self) -> None:
+        """Remove the renamed directories of deleted and moved logs whose ``file.delete.delay.ms`` has passed
+        (Kafka's kafka-delete-logs task; cheap when nothing is due, so the broker runs it every second)."""
+        with self._lock:
+            now = self._time_ms()
+            if any(t <= now for t, _, _ in self._pending_dir_deletes):
+                self._delete_pending_dirs(now)
+
     # -- periodic tasks ---------------------------------------------------------------------------------------
-    def _by_dir(self) -> dict[Path, list[Log]]:
+    def _by_dir(self, *, futures: bool = True) -> dict[Path, list[Log]]:
+        """The logs of each online dir, future replicas included unless ``futures`` is false (a dir never holds
+        a partition's current log and its future replica both)."""
         with self._lock:
             out: dict[Path, list[Log]] = {d: [] for d in self.log_dirs if d not in self._offline_dirs}
             for tp, lg in self._logs.items():
                 out[self._log_dir_of[tp]].append(lg)
+            if futures:
+                for tp, lg in self._futures.items():
+                    out[self._future_dir_of[tp]].append(lg)
             return out
 
-    def _write_checkpoint(self, name: str, value: Callable[[Log], int]) -> None:
+    def _write_checkpoint(self, name: str, value: Callable[[Log], int], *, futures: bool = True,
+                          only: Path | None = None) -> None:
         """One checkpoint file per online dir; a dir whose file cannot be written goes offline (Kafka does the
         same: a failed checkpoint is a failed log dir)."""
-        for log_dir, logs in self._by_dir().items():
+        for log_dir, logs in self._by_dir(futures=futures).items():
+            if only is not None and log_dir != only:
+                continue
             try:
                 OffsetCheckpointFile(log_dir / name).write({(lg.topic, lg.partition): value(lg) for lg in logs})
             except OSError as exc:
@@ -519,7 +852,15 @@ class LogManager:
         self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda lg: lg.log_start_offset)
 
     def checkpoint_high_watermarks(self) -> None:
-        self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda lg: lg.high_watermark)
+        # Current logs only: a future replica's high watermark is the current log's, cut to what it holds.
+        self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda lg: lg.high_watermark, futures=False)
+
+    def _checkpoint_dir(self, log_dir: Path) -> None:
+        """Every offset checkpoint of one dir now (a log left or entered it)."""
+        self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, lambda lg: lg.recovery_point, only=log_dir)
+        self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda lg: lg.log_start_offset, only=log_dir)
+        self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda lg: lg.high_watermark, futures=False,
+                               only=log_dir)
 
     def cleanup_logs(self) -> int:
         """Retention pass over every log, then removal of ``.deleted`` files past their delay.
@@ -534,13 +875,13 @@ class LogManager:
                 continue
             if not lg.config.compact:
                 deleted += lg.delete_old_segments()
-            elif self.cleaner.pause_cleaning_if_idle(lg.dir):
+            elif self.cleaner.pause_cleaning_if_idle(key := lg.dir):
                 # compact,delete (or a log start moved by DeleteRecords): segments must not vanish under a
                 # pass that is rewriting them, so a log being cleaned waits for the next check instead.
                 try:
                     deleted += lg.delete_old_segments()
                 finally:
-                    self.cleaner.resume_cleaning(lg.dir)
+                    self.cleaner.resume_cleaning(key)
             lg.purge_deleted_segments(now)
             lg.maybe_remove_expired_producers(now)
         with self._lock:
@@ -563,24 +904,29 @@ class LogManager:
     def flush_dirty_logs(self) -> int:
         """Apply each log's ``flush.ms``; returns how many logs were flushed."""
         now = self._time_ms()
-        return sum(1 for lg in self.all_logs if not lg.closed and lg.maybe_flush(now))
+        return sum(1 for lg in self.all_logs + self.future_logs if not lg.closed and lg.maybe_flush(now))
 
     # -- shutdown ----------------------------------------------------------------------------------------------
     def abandon(self) -> None:
         """Drop every descriptor and dir lock without flushing, trimming or marking: exactly what a killed
         broker leaves on disk. For fault-injection tests; a real stop is ``shutdown``."""
+        self.mover.shutdown()
         with self._lock:
-            for lg in self._logs.values():
+            for lg in [*self._logs.values(), *self._futures.values()]:
                 if not lg.closed:
                     lg.close_handlers()
             self._logs.clear()
             self._log_dir_of.clear()
+            self._futures.clear()
+            self._future_dir_of.clear()
             self._unlock_dirs()
             self._started = False
 
     def shutdown(self) -> None:
         """Stop any cleaner pass, flush and close every log, write the checkpoints and the clean-shutdown
         marker (blocking)."""
+        # The copiers first: they append to future replicas and swap logs.
+        self.mover.shutdown()
         # A pass still rewriting a log would race its close; stop it first (outside the lock, which a pass
         # starting right now needs to list the logs).
         logs = self.all_logs
@@ -622,5 +968,7 @@ class LogManager:
                               log_dir, exc)
             self._logs.clear()
             self._log_dir_of.clear()
+            self._futures.clear()
+            self._future_dir_of.clear()
             self._unlock_dirs()
             self._started = False

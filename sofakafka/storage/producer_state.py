@@ -512,9 +512,10 @@ class ProducerStateManager:
         files = self._snapshot_files()
         return offset_from_snapshot_file(files[0]) if files else None
 
-    def take_snapshot(self) -> None:
-        """Persist the state at ``map_end_offset`` unless a snapshot there already exists (Log calls on roll)."""
-        if self._map_end_offset <= self._last_snap_offset:
+    def take_snapshot(self, *, force: bool = False) -> None:
+        """Persist the state at ``map_end_offset`` unless a snapshot there already exists (Log calls on roll);
+        ``force`` writes it anyway (the log moved to a directory whose snapshots another copy wrote)."""
+        if self._map_end_offset <= self._last_snap_offset and not force:
             return
         path = self.log_dir / snapshot_file_name(self._map_end_offset)
         write_snapshot(path, self._producers.values())

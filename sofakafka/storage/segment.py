@@ -193,6 +193,11 @@ class FileRecords:
         self._file.rename_to(new_path)
         self.path = Path(new_path)
 
+    def update_parent_dir(self, parent: Path) -> None:
+        """The directory holding the file was renamed: reopen under the new name from now on."""
+        self.path = Path(parent) / self.path.name
+        self._file.follow(self.path)
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
@@ -692,6 +697,14 @@ class LogSegment:
             self.txn_index.rename_to(renamed(self.txn_index.path))
             if log_last:
                 self.log.rename_to(renamed(self.log.path))
+
+    def update_parent_dir(self, parent: Path) -> None:
+        """The partition directory was renamed (a move between log dirs, a deletion): follow it."""
+        with self._lock:
+            self.log.update_parent_dir(parent)
+            self.offset_index.update_parent_dir(parent)
+            self.time_index.update_parent_dir(parent)
+            self.txn_index.update_parent_dir(parent)
 
     def close(self) -> None:
         """Trim indexes (their length tells a restart how many entries there are) and close files."""

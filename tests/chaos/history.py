@@ -5,11 +5,14 @@ saw, and the checker reads it back whole. Operations follow Jepsen's model: an `
 one, then ``ok`` (it happened, with what it returned), ``fail`` (it certainly did not happen) or ``info`` (the
 client cannot tell: a send that timed out may or may not be in the log). Faults are ``nemesis`` events.
 
-Fields: ``time`` (seconds since the history began, monotonic), ``process`` (who: ``producer-0``,
-``consumer-1``, ``nemesis``, ``final``), ``type``, ``f`` (``send``, ``poll``, ``read``, ``txn``, or the
-fault's name), and what the operation is about: ``value``, ``partition``, ``offset``, ``values`` (a poll's
-``[[partition, offset, value], ...]``), ``txn`` (a transaction id), ``outcome`` (``commit``/``abort``),
-``error``.
+Fields: ``time`` (seconds since the history began, monotonic), ``process`` (who: a producer instance ``p0.1``, a
+transactional one ``t0.1``, ``consumer-0``, ``consumer-rc-0``, ``nemesis``, ``final``), ``type``, ``f`` (``send``,
+``poll``, ``read``; a transactional producer's ``init``, ``begin``, ``commit``, ``abort``, ``fenced``, ``zombie``; or
+the fault's name), and what the operation is about: ``value``, ``partition``, ``offset``, ``values`` (a poll's
+``[[partition, offset, value], ...]``, a final read's ``[[offset, value], ...]``), ``txn`` (the transaction a send,
+commit or abort belongs to: ``<instance>/<n>``), ``transactional_id`` (of an ``init``), ``isolation``
+(``read_committed`` on a read_committed consumer's polls and on the final read_committed read, with its
+``last_stable_offset`` and ``high_watermark``), ``reason`` (of an abort), ``error``.
 """
 
 from __future__ import annotations

@@ -2,13 +2,14 @@
 
 The brokers log in to each other with SCRAM-SHA-512 as ``User:broker`` (a super user), whose credential is
 written into ZooKeeper before they start, as an operator does with kafka-configs --zookeeper. Replication,
-controlled shutdown and StopReplica all travel over the SASL_SSL inter-broker listener. A user or an ACL added
-through one broker is in force on the others as soon as their notification watch fires (the tests wait with
-a bound and print how long it took), and a kill -9 of a partition leader loses no acknowledged record.
+controlled shutdown and StopReplica all travel over the SASL_SSL inter-broker listener. A user, an ACL or a
+delegation token (its renewal, its expiry) added through one broker is in force on the others as soon as their
+notification watch fires (the tests wait with a bound and print how long it took), and a kill -9 of a partition leader loses no acknowledged record.
 """
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 
-from sofakafka.client import KafkaClient, NewTopic
+from sofakafka.client import DelegationToken, KafkaClient, NewTopic
 from sofakafka.client.errors import AuthenticationError
 from sofakafka.client.security import ClientSecurity
 from sofakafka.controller.zookeeper import ZooKeeperMetadataStore
@@ -78,6 +79,7 @@ def secure_cluster(tmp_path: Path, zookeeper: ZooKeeperServer, zk_chroot: str,
             "offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "3",
             "group.initial.rebalance.delay.ms": "0", "replica.lag.time.max.ms": "6000",
             "auto.leader.rebalance.enable": "false", "controlled.shutdown.retry.backoff.ms": "500",
+            "delegation.token.master.key": "cluster-token-master-key",
         })
         brokers.append(b)
     for b in brokers:
@@ -107,7 +109,22 @@ def describable(broker: BrokerProcess, user: str, password: str, topic: str) -> 
         return c.metadata([topic]).topics[topic].error == ErrorCode.NONE
 
 
-def test_users_and_acls_added_through_one_broker_are_in_force_on_all(secure_cluster: list[BrokerProcess]) -> None:
+def token_security(token: DelegationToken) -> ClientSecurity:
+    return ClientSecurity("SASL_PLAINTEXT", None, "SCRAM-SHA-512", token.token_id,
+                          base64.b64encode(token.hmac).decode(), token_auth=True)
+
+
+def token_logs_in(broker: BrokerProcess, token: DelegationToken) -> bool:
+    try:
+        with KafkaClient(broker.bootstrap, security=token_security(token), request_timeout_ms=5000) as c:
+            c.metadata([])
+        return True
+    except AuthenticationError:
+        return False
+
+
+def test_users_acls_and_tokens_added_through_one_broker_are_in_force_on_all(
+        secure_cluster: list[BrokerProcess]) -> None:
     b0, b1, b2 = secure_cluster
     with KafkaClient(b0.bootstrap, security=admin_security()) as admin:
         assert len(admin.metadata().brokers) == 3
@@ -124,6 +141,24 @@ def test_users_and_acls_added_through_one_broker_are_in_force_on_all(secure_clus
         took = [wait_until("the ACL elsewhere", lambda b=b: describable(b, "carol", "carol-pw", "audit"))
                 for b in (b1, b2)]
         print(f"ACL in force on the other brokers after {max(took):.3f} s")
+    # A delegation token carol makes on broker 0 logs in on the others as carol (her ACL holds), at once; a renewal
+    # through broker 1 and the expiry through broker 2 reach the others the same way.
+    with KafkaClient(b0.bootstrap, security=scram("carol", "carol-pw")) as carol:
+        token = carol.create_delegation_token([], 3_600_000)
+    took = [wait_until(f"the token on broker {b.overrides['broker.id']}", lambda b=b: token_logs_in(b, token))
+            for b in (b1, b2)]
+    print(f"token usable on the other brokers after {max(took):.3f} s")
+    with KafkaClient(b1.bootstrap, security=token_security(token)) as as_token:
+        assert as_token.metadata(["audit"]).topics["audit"].error == ErrorCode.NONE
+    with KafkaClient(b1.bootstrap, security=scram("carol", "carol-pw")) as carol:
+        expiry = carol.renew_delegation_token(token.hmac, 600_000)
+    with KafkaClient(b2.bootstrap, security=scram("carol", "carol-pw")) as carol:
+        wait_until("the renewal on broker 2", lambda: [t.expiry_timestamp for t in carol.describe_delegation_tokens()]
+                   == [expiry])
+        carol.expire_delegation_token(token.hmac, -1)
+    took = [wait_until(f"the expiry on broker {b.overrides['broker.id']}", lambda b=b: not token_logs_in(b, token))
+            for b in (b0, b1)]
+    print(f"token refused on the other brokers after {max(took):.3f} s")
 
 
 def test_replication_and_failover_over_sasl_ssl(secure_cluster: list[BrokerProcess]) -> None:

@@ -10,6 +10,7 @@ from sofakafka.controller.store import MetadataStore
 from sofakafka.controller.zookeeper import ZooKeeperMetadataStore
 from tests.cluster.conftest import ZooKeeperServer
 from tests.unit.security import test_store as embedded
+from tests.unit.security import test_token_store as tokens
 
 
 @pytest.fixture
@@ -38,3 +39,12 @@ test_client_quotas_are_stored_as_kafka_stores_them_and_reach_every_broker = (
     embedded.test_client_quotas_are_stored_as_kafka_stores_them_and_reach_every_broker)
 test_client_quotas_written_by_kafkas_own_tools_are_picked_up = (
     embedded.test_client_quotas_written_by_kafkas_own_tools_are_picked_up)
+
+test_a_token_created_through_one_broker_is_known_to_the_other_at_once = (
+    tokens.test_a_token_created_through_one_broker_is_known_to_the_other_at_once)
+test_renew_and_expire_reach_every_broker_and_are_refused_as_kafka_refuses_them = (
+    tokens.test_renew_and_expire_reach_every_broker_and_are_refused_as_kafka_refuses_them)
+test_the_expiry_scan_removes_tokens_past_their_expiry_or_max_everywhere = (
+    tokens.test_the_expiry_scan_removes_tokens_past_their_expiry_or_max_everywhere)
+test_tokens_written_by_kafka_are_loaded_at_start_and_followed = (
+    tokens.test_tokens_written_by_kafka_are_loaded_at_start_and_followed)

@@ -89,8 +89,12 @@ class Session:
             if self.login is not None:
                 login = SaslLogin(self.login, f"{self.host}:{self.port}")
                 request: Request | None = login.first_request()
-                while request is not None:
-                    request = login.next_request(self._round_trip(sock, request, 1))
+                try:
+                    while request is not None:
+                        request = login.next_request(self._round_trip(sock, request, 1))
+                except BaseException:
+                    sock.close()  # a refused login leaves no socket behind
+                    raise
             self._sock = sock
         return self._sock
 

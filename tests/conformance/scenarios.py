@@ -15,8 +15,10 @@ from sofakafka.protocol.messages.add_partitions_to_txn import AddPartitionsToTxn
 from sofakafka.protocol.messages.alter_client_quotas import AlterClientQuotasRequest
 from sofakafka.protocol.messages.alter_configs import AlterConfigsRequest
 from sofakafka.protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest
+from sofakafka.protocol.messages.alter_replica_log_dirs import AlterReplicaLogDirsRequest
 from sofakafka.protocol.messages.api_versions import ApiVersionsRequest
 from sofakafka.protocol.messages.create_acls import CreateAclsRequest
+from sofakafka.protocol.messages.create_delegation_token import CreateDelegationTokenRequest
 from sofakafka.protocol.messages.create_partitions import CreatePartitionsRequest
 from sofakafka.protocol.messages.create_topics import CreateTopicsRequest
 from sofakafka.protocol.messages.delete_acls import DeleteAclsRequest
@@ -26,10 +28,12 @@ from sofakafka.protocol.messages.delete_topics import DeleteTopicsRequest
 from sofakafka.protocol.messages.describe_acls import DescribeAclsRequest
 from sofakafka.protocol.messages.describe_client_quotas import DescribeClientQuotasRequest
 from sofakafka.protocol.messages.describe_configs import DescribeConfigsRequest
+from sofakafka.protocol.messages.describe_delegation_token import DescribeDelegationTokenRequest
 from sofakafka.protocol.messages.describe_groups import DescribeGroupsRequest
 from sofakafka.protocol.messages.describe_log_dirs import DescribeLogDirsRequest
 from sofakafka.protocol.messages.elect_leaders import ElectLeadersRequest
 from sofakafka.protocol.messages.end_txn import EndTxnRequest
+from sofakafka.protocol.messages.expire_delegation_token import ExpireDelegationTokenRequest
 from sofakafka.protocol.messages.fetch import FetchRequest
 from sofakafka.protocol.messages.find_coordinator import FindCoordinatorRequest
 from sofakafka.protocol.messages.heartbeat import HeartbeatRequest
@@ -46,6 +50,7 @@ from sofakafka.protocol.messages.offset_delete import OffsetDeleteRequest
 from sofakafka.protocol.messages.offset_fetch import OffsetFetchRequest
 from sofakafka.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
 from sofakafka.protocol.messages.produce import ProduceRequest
+from sofakafka.protocol.messages.renew_delegation_token import RenewDelegationTokenRequest
 from sofakafka.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from sofakafka.protocol.messages.sasl_handshake import SaslHandshakeRequest
 from sofakafka.protocol.messages.sync_group import SyncGroupRequest
@@ -813,6 +818,39 @@ def describe_log_dirs(s: Session, versions: range) -> None:
         s.call("unknown topic", DescribeLogDirsRequest(topics=[D(topic="dld-none", partition_index=[0])]), v)
 
 
+@scenario(ApiKey.ALTER_REPLICA_LOG_DIRS)
+def alter_replica_log_dirs(s: Session, versions: range) -> None:
+    """Each broker has one log dir here, learnt from its own DescribeLogDirs (the paths differ; answers never
+    carry them): the move to where the log is already, and every refusal before a copy would start, at the edges
+    of Kafka's checks (the future replica's 255-byte name: a 213-character topic fits with partition 0, 214 do
+    not, and the partition number's digits count)."""
+    create_topic(s, "ald", 2)
+    (result,) = s.ask(DescribeLogDirsRequest(topics=None), 1).results
+    here = result.log_dir
+    D = AlterReplicaLogDirsRequest.AlterReplicaLogDir
+    T = D.AlterReplicaLogDirTopic
+
+    def alter(label: str, v: int, *entries: tuple[str, str, list[int]]) -> None:
+        s.call(label, AlterReplicaLogDirsRequest(dirs=[D(path=path, topics=[T(name=topic, partitions=parts)])
+                                                       for path, topic, parts in entries]), v)
+
+    for v in versions:
+        alter("the dir the log is in", v, (here, "ald", [0, 1]))
+        alter("a dir not configured", v, ("/no/such/log/dir", "ald", [0]))
+        alter("the dir's name, relative", v, (here.rsplit("/", 1)[-1], "ald", [0]))
+        alter("the dir with a trailing slash", v, (here + "/", "ald", [0]))
+        alter("unknown topic", v, (here, "ald-none", [0]))
+        alter("partition out of range", v, (here, "ald", [2, -1]))
+        alter("213-character topic, partition 0", v, (here, "x" * 213, [0]))
+        alter("214-character topic, partition 0", v, (here, "x" * 214, [0]))
+        alter("212-character topic, partition 10", v, (here, "y" * 212, [10]))
+        alter("213-character topic, partition 10", v, (here, "y" * 213, [10]))
+        alter("a partition under two dirs, the unknown one last", v, (here, "ald", [0]), ("/no/such/dir", "ald", [0]))
+        alter("a partition under two dirs, the known one last", v, ("/no/such/dir", "ald", [1]), (here, "ald", [1]))
+        alter("a partition named twice", v, (here, "ald", [0, 0]))
+        alter("nothing", v)
+
+
 @scenario(ApiKey.ALTER_CLIENT_QUOTAS)
 def client_quotas(s: Session, versions: range) -> None:
     A = AlterClientQuotasRequest.EntryData
@@ -948,6 +986,40 @@ def delete_acls_without_authorizer(s: Session, versions: range) -> None:
     for v in versions:
         s.call("no authorizer", DeleteAclsRequest(filters=[
             DeleteAclsRequest.DeleteAclsFilter(**acl_filter(v))]), v)
+
+
+# Delegation tokens over PLAINTEXT: every request is refused (DELEGATION_TOKEN_REQUEST_NOT_ALLOWED) before anything
+# else is looked at; tests/conformance/test_security_conformance.py compares them over SASL.
+@scenario(ApiKey.CREATE_DELEGATION_TOKEN)
+def create_delegation_token_without_sasl(s: Session, versions: range) -> None:
+    R = CreateDelegationTokenRequest.CreatableRenewers
+    for v in versions:
+        s.call("on a PLAINTEXT listener", CreateDelegationTokenRequest(
+            renewers=[R(principal_type="User", principal_name="bob")], max_lifetime_ms=-1), v)
+        s.call("a renewer that is not a user, on a PLAINTEXT listener", CreateDelegationTokenRequest(
+            renewers=[R(principal_type="Group", principal_name="g")], max_lifetime_ms=1000), v)
+
+
+@scenario(ApiKey.RENEW_DELEGATION_TOKEN)
+def renew_delegation_token_without_sasl(s: Session, versions: range) -> None:
+    for v in versions:
+        s.call("on a PLAINTEXT listener", RenewDelegationTokenRequest(hmac=b"\1" * 64, renew_period_ms=-1), v)
+
+
+@scenario(ApiKey.EXPIRE_DELEGATION_TOKEN)
+def expire_delegation_token_without_sasl(s: Session, versions: range) -> None:
+    for v in versions:
+        s.call("on a PLAINTEXT listener", ExpireDelegationTokenRequest(hmac=b"", expiry_time_period_ms=-1), v)
+
+
+@scenario(ApiKey.DESCRIBE_DELEGATION_TOKEN)
+def describe_delegation_token_without_sasl(s: Session, versions: range) -> None:
+    O = DescribeDelegationTokenRequest.DescribeDelegationTokenOwner  # noqa: E741 - Kafka's name, shortened
+    for v in versions:
+        s.call("every owner, on a PLAINTEXT listener", DescribeDelegationTokenRequest(owners=None), v)
+        s.call("no owner, on a PLAINTEXT listener", DescribeDelegationTokenRequest(owners=[]), v)
+        s.call("one owner, on a PLAINTEXT listener", DescribeDelegationTokenRequest(
+            owners=[O(principal_type="User", principal_name="alice")]), v)
 
 
 # Keys a scenario of another key covers: the groups' life cycle covers the other group APIs, the offsets

@@ -20,7 +20,9 @@ of the accepted-differences table in docs/compatibility.md or a failure.
 
 from __future__ import annotations
 
+import base64
 import struct
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -36,8 +38,13 @@ from sofakafka.protocol.messages.add_partitions_to_txn import AddPartitionsToTxn
 from sofakafka.protocol.messages.alter_client_quotas import AlterClientQuotasRequest
 from sofakafka.protocol.messages.alter_configs import AlterConfigsRequest
 from sofakafka.protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest
+from sofakafka.protocol.messages.alter_replica_log_dirs import AlterReplicaLogDirsRequest
 from sofakafka.protocol.messages.controlled_shutdown import ControlledShutdownRequest
 from sofakafka.protocol.messages.create_acls import CreateAclsRequest
+from sofakafka.protocol.messages.create_delegation_token import (
+    CreateDelegationTokenRequest,
+    CreateDelegationTokenResponse,
+)
 from sofakafka.protocol.messages.create_partitions import CreatePartitionsRequest
 from sofakafka.protocol.messages.create_topics import CreateTopicsRequest
 from sofakafka.protocol.messages.delete_acls import DeleteAclsRequest
@@ -47,10 +54,18 @@ from sofakafka.protocol.messages.delete_topics import DeleteTopicsRequest
 from sofakafka.protocol.messages.describe_acls import DescribeAclsRequest
 from sofakafka.protocol.messages.describe_client_quotas import DescribeClientQuotasRequest
 from sofakafka.protocol.messages.describe_configs import DescribeConfigsRequest
+from sofakafka.protocol.messages.describe_delegation_token import (
+    DescribeDelegationTokenRequest,
+    DescribeDelegationTokenResponse,
+)
 from sofakafka.protocol.messages.describe_groups import DescribeGroupsRequest
 from sofakafka.protocol.messages.describe_log_dirs import DescribeLogDirsRequest
 from sofakafka.protocol.messages.elect_leaders import ElectLeadersRequest
 from sofakafka.protocol.messages.end_txn import EndTxnRequest
+from sofakafka.protocol.messages.expire_delegation_token import (
+    ExpireDelegationTokenRequest,
+    ExpireDelegationTokenResponse,
+)
 from sofakafka.protocol.messages.fetch import FetchRequest
 from sofakafka.protocol.messages.find_coordinator import FindCoordinatorRequest
 from sofakafka.protocol.messages.heartbeat import HeartbeatRequest
@@ -65,6 +80,10 @@ from sofakafka.protocol.messages.offset_commit import OffsetCommitRequest
 from sofakafka.protocol.messages.offset_delete import OffsetDeleteRequest
 from sofakafka.protocol.messages.offset_fetch import OffsetFetchRequest
 from sofakafka.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
+from sofakafka.protocol.messages.renew_delegation_token import (
+    RenewDelegationTokenRequest,
+    RenewDelegationTokenResponse,
+)
 from sofakafka.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from sofakafka.protocol.messages.sasl_handshake import SaslHandshakeRequest
 from sofakafka.protocol.messages.stop_replica import StopReplicaRequest
@@ -72,6 +91,7 @@ from sofakafka.protocol.messages.sync_group import SyncGroupRequest
 from sofakafka.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
 from sofakafka.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
 from sofakafka.security.scram import make_credential
+from sofakafka.security.tokens import token_hmac
 from tests.conformance.compare import Exchange, Session, accepted_differences, advertised_by, compare
 from tests.conformance.scenarios import (
     BROKER,
@@ -87,7 +107,7 @@ from tests.conformance.scenarios import (
     wait_for_coordinator,
 )
 from tests.reference.java import run_main
-from tests.reference.kafka import SECURE_ADMIN, SECURE_USER, SecuredBroker
+from tests.reference.kafka import SECURE_ADMIN, SECURE_MASTER_KEY, SECURE_USER, SecuredBroker
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -371,6 +391,145 @@ def acl_apis(run: Run, versions: dict[int, range]) -> None:
 
 def test_acl_apis_as_kafka(brokers: tuple[SecuredBroker, SecuredBroker], versions: dict[int, range]) -> None:
     same_answers(brokers, acl_apis, versions)
+
+
+# ---- delegation tokens ---------------------------------------------------------------------------------------
+# A token's id, HMAC and times are new on every broker and every run: an answer that carries them is noted by what
+# it means (the HMAC is HmacSHA512 of the id under the master key, the max and expiry relative to the issue time,
+# ...); every error answer is compared whole.
+
+LONG_MAX = 2**63 - 1
+SAM_LOGIN = ClientSecurity("SASL_PLAINTEXT", None, "SCRAM-SHA-256", *SAM)
+CreateRenewer = CreateDelegationTokenRequest.CreatableRenewers
+TokenOwner = DescribeDelegationTokenRequest.DescribeDelegationTokenOwner
+
+
+def _hmac_is_kafkas(token_id: str, mac: bytes) -> bool:
+    return mac == token_hmac(token_id, SECURE_MASTER_KEY)
+
+
+def _created(r: CreateDelegationTokenResponse) -> dict[str, object]:
+    return {"error_code": r.error_code, "owner": f"{r.principal_type}:{r.principal_name}",
+            "token_id_chars": len(r.token_id), "hmac_is_hmac_sha512_of_the_id": _hmac_is_kafkas(r.token_id, r.hmac),
+            "max_after_issue": r.max_timestamp_ms - r.issue_timestamp_ms,
+            "expiry_after_issue": r.expiry_timestamp_ms - r.issue_timestamp_ms}
+
+
+def _moved(r: RenewDelegationTokenResponse | ExpireDelegationTokenResponse, token: CreateDelegationTokenResponse,
+           period_ms: int) -> dict[str, object]:
+    """A renewal's or expiry's answer: the new expiry is now + the period (now is within 60 s of the token's
+    issue), or the token's max when that comes first."""
+    after_issue = r.expiry_timestamp_ms - token.issue_timestamp_ms
+    return {"error_code": r.error_code, "expiry_is_the_max": r.expiry_timestamp_ms == token.max_timestamp_ms,
+            "expiry_is_now_plus_the_period": period_ms <= after_issue <= period_ms + 60_000}
+
+
+def _described(r: DescribeDelegationTokenResponse) -> dict[str, object]:
+    return {"error_code": r.error_code, "tokens": sorted(
+        (f"{t.principal_type}:{t.principal_name}", [f"{w.principal_type}:{w.principal_name}" for w in t.renewers],
+         _hmac_is_kafkas(t.token_id, t.hmac), t.max_timestamp - t.issue_timestamp,
+         t.expiry_timestamp <= t.max_timestamp) for t in r.tokens)}
+
+
+def _token_logs_in(run: Run, token: CreateDelegationTokenResponse, label: str, v: int) -> None:
+    """Whether a SCRAM-SHA-512 login with the token (``tokenauth=true``) gets through, and a request after it."""
+    s = run.session(ClientSecurity("SASL_PLAINTEXT", None, "SCRAM-SHA-512", token.token_id,
+                                   base64.b64encode(token.hmac).decode(), token_auth=True))
+    try:
+        s.ask(MetadataRequest(topics=[]), 1)
+        logged_in = True
+    except (AuthenticationError, OSError):
+        logged_in = False
+    s.note(label, ApiKey.SASL_AUTHENTICATE, v, {"logged_in": logged_in})
+    s.close()
+
+
+def delegation_tokens(run: Run, versions: dict[int, range]) -> None:
+    sam, alice, admin = run.session(SAM_LOGIN), run.session(ALICE), run.session(ADMIN)
+    create, renew, expire, describe = (ApiKey.CREATE_DELEGATION_TOKEN, ApiKey.RENEW_DELEGATION_TOKEN,
+                                       ApiKey.EXPIRE_DELEGATION_TOKEN, ApiKey.DESCRIBE_DELEGATION_TOKEN)
+    for v in versions[create]:
+        made = sam.ask(CreateDelegationTokenRequest(renewers=[CreateRenewer(principal_type="User", principal_name="alice")],
+                                                    max_lifetime_ms=3_600_000), v)
+        assert isinstance(made, CreateDelegationTokenResponse) and made.error_code == 0, made
+        sam.note("create: alice renews, an hour", create, v, _created(made))
+        default = sam.ask(CreateDelegationTokenRequest(renewers=[], max_lifetime_ms=-1), v)
+        assert isinstance(default, CreateDelegationTokenResponse)
+        sam.note("create: the broker's max lifetime", create, v, _created(default))
+        capped = sam.ask(CreateDelegationTokenRequest(renewers=[], max_lifetime_ms=LONG_MAX), v)
+        assert isinstance(capped, CreateDelegationTokenResponse)
+        sam.note("create: a longer max lifetime than the broker's", create, v, _created(capped))
+        sam.call("create: a renewer that is not a user", CreateDelegationTokenRequest(
+            renewers=[CreateRenewer(principal_type="Group", principal_name="g")], max_lifetime_ms=1000), v)
+
+        for s, period, label in ((alice, 60_000, "renew by a renewer"),
+                                 (sam, 10 * 365 * 86_400_000, "renew past the max")):
+            r = s.ask(RenewDelegationTokenRequest(hmac=made.hmac, renew_period_ms=period), v)
+            assert isinstance(r, RenewDelegationTokenResponse)
+            s.note(label, renew, v, _moved(r, made, period))
+        r = sam.ask(RenewDelegationTokenRequest(hmac=default.hmac, renew_period_ms=-1), v)
+        assert isinstance(r, RenewDelegationTokenResponse)
+        sam.note("renew by the broker's expiry time", renew, v, _moved(r, default, 86_400_000))
+        admin.call("renew by a super user who neither owns nor renews it", RenewDelegationTokenRequest(
+            hmac=made.hmac, renew_period_ms=1000), v)
+        sam.call("renew an unknown token", RenewDelegationTokenRequest(hmac=b"\x01" * 64, renew_period_ms=1000), v)
+
+        owners_of: list[tuple[Session, list[str] | None, str]] = [
+            (sam, None, "the owner, every owner"), (alice, None, "a renewer, every owner"),
+            (alice, ["sam"], "a renewer, sam's"), (alice, ["alice"], "a renewer, her own"), (alice, [], "no owner"),
+            (admin, None, "a super user, every owner")]
+        for s, owners, label in owners_of:
+            d = s.ask(DescribeDelegationTokenRequest(owners=None if owners is None else [
+                TokenOwner(principal_type="User", principal_name=o) for o in owners]), v)
+            assert isinstance(d, DescribeDelegationTokenResponse)
+            s.note(f"describe: {label}", describe, v, _described(d))
+
+        _token_logs_in(run, made, "a token login", v)
+        token = run.session(ClientSecurity("SASL_PLAINTEXT", None, "SCRAM-SHA-256", made.token_id,
+                                           base64.b64encode(made.hmac).decode(), token_auth=True))
+        token.call("logged in with a token: its owner's Metadata", MetadataRequest(topics=[]), 1)
+        token.call("logged in with a token: create", CreateDelegationTokenRequest(renewers=[], max_lifetime_ms=-1), v)
+        token.call("logged in with a token: renew", RenewDelegationTokenRequest(hmac=made.hmac, renew_period_ms=1), v)
+        token.call("logged in with a token: expire", ExpireDelegationTokenRequest(hmac=made.hmac,
+                                                                                  expiry_time_period_ms=-1), v)
+        token.call("logged in with a token: describe", DescribeDelegationTokenRequest(owners=None), v)
+        token.close()
+
+        e = sam.ask(ExpireDelegationTokenRequest(hmac=made.hmac, expiry_time_period_ms=5_000), v)
+        assert isinstance(e, ExpireDelegationTokenResponse)
+        sam.note("expire in 5 s", expire, v, _moved(e, made, 5_000))
+        admin.call("expire by a super user who neither owns nor renews it", ExpireDelegationTokenRequest(
+            hmac=made.hmac, expiry_time_period_ms=-1), v)
+        e = alice.ask(ExpireDelegationTokenRequest(hmac=made.hmac, expiry_time_period_ms=-1), v)
+        assert isinstance(e, ExpireDelegationTokenResponse)
+        alice.note("expire now, by a renewer", expire, v, _moved(e, made, 0))
+        sam.call("renew the removed token", RenewDelegationTokenRequest(hmac=made.hmac, renew_period_ms=1000), v)
+        sam.call("expire the removed token", ExpireDelegationTokenRequest(hmac=made.hmac, expiry_time_period_ms=-1), v)
+        _token_logs_in(run, made, "a removed token's login", v)
+
+        short = sam.ask(CreateDelegationTokenRequest(renewers=[], max_lifetime_ms=1), v)
+        assert isinstance(short, CreateDelegationTokenResponse)
+        sam.note("create: a max lifetime of 1 ms", create, v, _created(short))
+        time.sleep(0.05)
+        sam.call("renew a token past its max", RenewDelegationTokenRequest(hmac=short.hmac, renew_period_ms=1000), v)
+        sam.call("expire a token past its max", ExpireDelegationTokenRequest(hmac=short.hmac,
+                                                                             expiry_time_period_ms=-1), v)
+        _token_logs_in(run, short, "the login of a token past its max, not yet removed", v)
+        for t in (default, capped):
+            sam.ask(ExpireDelegationTokenRequest(hmac=t.hmac, expiry_time_period_ms=-1), v)
+
+    # Last, as nothing after it may look at the token: Kafka's now + period overflows a Java long.
+    v = versions[renew][-1]
+    last = sam.ask(CreateDelegationTokenRequest(renewers=[], max_lifetime_ms=-1), v)
+    assert isinstance(last, CreateDelegationTokenResponse)
+    r = sam.ask(RenewDelegationTokenRequest(hmac=last.hmac, renew_period_ms=LONG_MAX), v)
+    assert isinstance(r, RenewDelegationTokenResponse)
+    sam.note("renew by the largest period", renew, v, _moved(r, last, 0) | {
+        "expiry_after_issue": r.expiry_timestamp_ms - last.issue_timestamp_ms >= 0})
+
+
+def test_delegation_tokens_as_kafka(brokers: tuple[SecuredBroker, SecuredBroker], versions: dict[int, range]) -> None:
+    same_answers(brokers, delegation_tokens, versions)
 
 
 # ---- a user with few rights, every other API ---------------------------------------------------------------
@@ -682,6 +841,14 @@ def describe_log_dirs_as_alice(s: Session, versions: range) -> None:
             D(topic="sec-read", partition_index=[0])]), v)
 
 
+@limited(ApiKey.ALTER_REPLICA_LOG_DIRS)
+def alter_replica_log_dirs_as_alice(s: Session, versions: range) -> None:
+    D = AlterReplicaLogDirsRequest.AlterReplicaLogDir
+    for v in versions:
+        s.call("without ALTER on the cluster", AlterReplicaLogDirsRequest(dirs=[D(path="/anywhere", topics=[
+            D.AlterReplicaLogDirTopic(name="sec-read", partitions=[0, 1])])]), v)
+
+
 @limited(ApiKey.ELECT_LEADERS)
 def elect_leaders_as_alice(s: Session, versions: range) -> None:
     T = ElectLeadersRequest.TopicPartitions
@@ -728,7 +895,8 @@ def client_quotas_as_alice(s: Session, versions: range) -> None:
 COVERED = {ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.OFFSET_FETCH,
            ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.DESCRIBE_CLIENT_QUOTAS}
 OWN_TESTS = {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE, ApiKey.CREATE_ACLS,
-             ApiKey.DESCRIBE_ACLS, ApiKey.DELETE_ACLS}
+             ApiKey.DESCRIBE_ACLS, ApiKey.DELETE_ACLS, ApiKey.CREATE_DELEGATION_TOKEN,
+             ApiKey.RENEW_DELEGATION_TOKEN, ApiKey.EXPIRE_DELEGATION_TOKEN, ApiKey.DESCRIBE_DELEGATION_TOKEN}
 
 
 def test_every_advertised_key_is_asked_by_a_user_without_rights(versions: dict[int, range]) -> None:

@@ -15,16 +15,23 @@ Three kinds, each a complete frame (size prefix included):
 
 A hypothesis example gives one well-formed frame; ``mutations`` derives as many damaged ones from it as asked,
 with a seeded PRNG, which is how the long form reaches millions of frames at hypothesis's pace of thousands.
+``fuzz_frames`` is the long form's stream: pools of well-formed examples drawn by a seeded hypothesis run, each
+example followed by its derived frames, every byte of it a function of the seed.
 """
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import random
 import struct
-from collections.abc import Iterator
+import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import fields, is_dataclass
 from typing import Any
 
+import hypothesis
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from sofakafka.protocol.api import RequestHeader, encode_request, request_type
@@ -148,3 +155,37 @@ def mutations(good: bytes, rng: random.Random, count: int) -> Iterator[bytes]:
             yield good  # the well-formed one again, as a client retrying would send it
         else:
             yield mutate(good, rng)
+
+
+def derived_seed(*parts: object) -> int:
+    """A 64-bit seed from the run's seed and where in the run it is used (stable across processes and runs)."""
+    return int.from_bytes(hashlib.sha256("/".join(map(str, parts)).encode()).digest()[:8], "big")
+
+
+def draw_examples(apis: Sequence[tuple[int, int]], count: int, seed: int) -> list[bytes]:
+    """About ``count`` well-formed frames of APIs and versions drawn from ``apis``, by a hypothesis run seeded with
+    ``seed`` (so the same every time), generation only (nothing to shrink: no example fails)."""
+    found: list[bytes] = []
+
+    @hypothesis.seed(seed)
+    @settings(max_examples=count, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(data=st.data())
+    def draw(data: st.DataObject) -> None:
+        api_key, version = data.draw(st.sampled_from(apis), label="api")
+        found.append(data.draw(wellformed(api_key, version), label="frame"))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        draw()
+    return found
+
+
+def fuzz_frames(apis: Sequence[tuple[int, int]], per_example: int, seed: object, pool: int = 100) -> Iterator[bytes]:
+    """An endless stream: pools of ``pool`` hypothesis examples (a pool's run stays small: hypothesis remembers
+    every example of a run), each example followed by ``per_example - 1`` frames derived from it; pool ``k`` is
+    drawn with a seed derived from ``seed`` and ``k``, its damage from a PRNG seeded the same way."""
+    for k in itertools.count():
+        rng = random.Random(derived_seed(seed, k, "mutations"))
+        for good in draw_examples(apis, pool, derived_seed(seed, k, "examples")):
+            yield from mutations(good, rng, per_example)

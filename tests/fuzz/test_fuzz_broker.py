@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from tests.fuzz.driver import Counts, Driver
 from tests.fuzz.frames import mutations, wellformed
-from tests.fuzz.run import FUZZ_BROKER_SETTINGS, advertised, internal_errors, prepare
+from tests.fuzz.run import CLOSE_LOGGED, FUZZ_BROKER_SETTINGS, advertised, prepare, scan_log
 from tests.integration.conftest import BrokerProcess
 
 TOTAL = Counts()
@@ -89,11 +89,10 @@ def test_every_advertised_api_and_version(broker: BrokerProcess, driver: Driver,
 
 
 def test_every_close_was_logged_and_nothing_reached_the_internal_error_path(broker: BrokerProcess) -> None:
-    log_text = broker.log_text()
+    scan = scan_log(broker.log_text().splitlines())
     assert TOTAL.sent > 0
     print(f"\nfuzz short form: {TOTAL.line()}")
     assert TOTAL.answered > 0 and TOTAL.closed > 0
-    assert log_text.count("closing connection from") >= TOTAL.closed
-    errors = internal_errors(log_text)
-    assert not errors, "\n".join(errors[:20])
+    assert scan.closes >= TOTAL.closed, f"{TOTAL.closed} closed, {scan.closes} logged with {CLOSE_LOGGED!r}"
+    assert not scan.errors, "\n".join(scan.errors[:20])
     assert broker.alive()

@@ -85,7 +85,8 @@ def secure_broker_overrides(pki: Pki, ports: dict[str, int], data_dir: Path) -> 
         "broker.id": "0",
         "log.dirs": str(data_dir),
         "listeners": listeners,
-        "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL,SSLREQ:SSL",
+        "listener.security.protocol.map": ("SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL,SSLREQ:SSL,"
+                                           "PLAINTEXT:PLAINTEXT"),
         "inter.broker.listener.name": "SASL_PLAINTEXT",
         "sasl.mechanism.inter.broker.protocol": "PLAIN",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
@@ -106,19 +107,23 @@ def secure_broker_overrides(pki: Pki, ports: dict[str, int], data_dir: Path) -> 
 
 
 @contextlib.contextmanager
-def running_secure_broker(base: Path, extra: dict[str, str] | None = None) -> Iterator[SecureBroker]:
+def running_secure_broker(base: Path, extra: dict[str, str] | None = None, *,
+                          plaintext: bool = False) -> Iterator[SecureBroker]:
     """:func:`start_secure_broker`, killed when the block ends."""
-    sb = start_secure_broker(base, extra)
+    sb = start_secure_broker(base, extra, plaintext=plaintext)
     try:
         yield sb
     finally:
         sb.broker.kill()
 
 
-def start_secure_broker(base: Path, extra: dict[str, str] | None = None) -> SecureBroker:
+def start_secure_broker(base: Path, extra: dict[str, str] | None = None, *, plaintext: bool = False) -> SecureBroker:
+    """``plaintext``: a PLAINTEXT listener too (where nobody logs in)."""
     pki = make_pki(base / "pki")
     broker = BrokerProcess(base / "broker")
     ports = {"SASL_PLAINTEXT": broker.port, "SASL_SSL": free_port(), "SSL": free_port(), "SSLREQ": free_port()}
+    if plaintext:
+        ports["PLAINTEXT"] = free_port()
     broker.overrides = secure_broker_overrides(pki, ports, broker.data_dir) | (extra or {})
     admin_config = base / "admin.properties"
     admin_config.write_text(

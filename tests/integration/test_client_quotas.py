@@ -12,26 +12,31 @@ Rates are measured from the client side over the whole run; the bounds are gener
 from __future__ import annotations
 
 import json
+import math
 import socket
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer
+from confluent_kafka import TopicPartition as ConfluentPartition
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
 
 from sofakafka.cli.main import main as cli_main
 from sofakafka.client import KafkaClient, NewTopic
-from sofakafka.protocol.api import decode_response
+from sofakafka.protocol.api import decode_response, encode_request, size_prefixed
 from sofakafka.protocol.errors import ErrorCode, KafkaError
+from sofakafka.protocol.headers import RequestHeader
 from sofakafka.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from sofakafka.protocol.messages.produce import ProduceRequest, ProduceResponse
 from sofakafka.protocol.records import Record, build_batch
 from sofakafka.protocol.schema import Request, Response
 from tests.integration import wire
-from tests.integration.conftest import REPO, BrokerProcess
+from tests.integration.conftest import REPO, BrokerProcess, free_port
 from tests.integration.helpers import base_timestamp_ms, wait_for
 
 QUOTA = 100_000  # bytes/s
@@ -42,11 +47,22 @@ TRAFFIC_S = 4.0
 @pytest.fixture(scope="module")
 def quota_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     b = BrokerProcess(tmp_path_factory.mktemp("quotas"),
-                      {"quota.window.num": "3", "quota.window.size.seconds": "1"}).start()
+                      {"quota.window.num": "3", "quota.window.size.seconds": "1",
+                       "metrics.listener": f"http://127.0.0.1:{free_port()}"}).start()
     try:
         yield b
     finally:
         b.kill()
+
+
+def scrape_quotas(broker: BrokerProcess) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """The broker's kafka_server_quota_* series, read over HTTP from its /metrics."""
+    listener = broker.overrides["metrics.listener"]
+    with urllib.request.urlopen(f"{listener}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples
+            if s.name.startswith("kafka_server_quota_")}
 
 
 @pytest.fixture
@@ -148,8 +164,11 @@ def test_librdkafka_reports_the_throttle_time(quota_broker: BrokerProcess, admin
     assert any(throttles), "librdkafka reported no throttle time"
 
 
-def test_a_consumer_over_its_byte_rate_is_throttled(quota_broker: BrokerProcess, admin: KafkaClient) -> None:
-    topic = make_topic(admin, "quota-consume")
+@pytest.fixture(scope="module")
+def filled_topic(quota_broker: BrokerProcess) -> str:
+    """1.5 MB for the consumers to read: 15 s of a 100 KB/s quota."""
+    with KafkaClient(quota_broker.bootstrap) as admin:
+        topic = make_topic(admin, "quota-consume")
     fill = KafkaProducer(bootstrap_servers=quota_broker.bootstrap, client_id="filler", linger_ms=5)
     try:
         for _ in range(1500):
@@ -157,6 +176,12 @@ def test_a_consumer_over_its_byte_rate_is_throttled(quota_broker: BrokerProcess,
         fill.flush(timeout=60)
     finally:
         fill.close(timeout=10)
+    return topic
+
+
+def test_a_consumer_over_its_byte_rate_is_throttled(quota_broker: BrokerProcess, admin: KafkaClient,
+                                                     filled_topic: str) -> None:
+    topic = filled_topic
     set_quota(admin, (("user", "ANONYMOUS"), ("client-id", "slow-reader")), "consumer_byte_rate", QUOTA)
     consumer = KafkaConsumer(bootstrap_servers=quota_broker.bootstrap, client_id="slow-reader",
                              enable_auto_commit=False, fetch_max_bytes=64 * 1024,
@@ -177,6 +202,66 @@ def test_a_consumer_over_its_byte_rate_is_throttled(quota_broker: BrokerProcess,
         assert received > 0
     finally:
         consumer.close()
+
+
+def test_librdkafkas_consumer_reports_the_throttle_time(quota_broker: BrokerProcess, admin: KafkaClient,
+                                                       filled_topic: str) -> None:
+    set_quota(admin, (("client-id", "slow-rdkafka-reader"),), "consumer_byte_rate", QUOTA)
+    throttles: list[int] = []
+
+    def stats(text: str) -> None:
+        for b in json.loads(text).get("brokers", {}).values():
+            throttles.append(int(b.get("throttle", {}).get("max", 0)))
+
+    consumer = Consumer({"bootstrap.servers": quota_broker.bootstrap, "client.id": "slow-rdkafka-reader",
+                         "group.id": "slow-rdkafka-reader", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "statistics.interval.ms": 500, "stats_cb": stats})
+    try:
+        consumer.assign([ConfluentPartition(filled_topic, 0, OFFSET_BEGINNING)])
+        received = 0
+        deadline = time.monotonic() + 30  # a bound, not a timing assertion
+        while time.monotonic() < deadline and not any(throttles):
+            for message in consumer.consume(100, timeout=0.2):
+                if message.error() is None:
+                    received += len(message.value() or b"")
+        assert any(throttles), f"librdkafka's consumer reported no throttle time ({received} bytes read)"
+        assert received > 0
+    finally:
+        consumer.close()
+
+
+def test_quota_sensors_are_scraped_with_kafkas_names(quota_broker: BrokerProcess, admin: KafkaClient) -> None:
+    """/metrics of the running broker shows the sensors of a throttled producer and of an unthrottled one as
+    the JMX exporter names Kafka's: kafka_server_quota_byte_rate / _throttle_time{resource, user, clientid}.
+    Each scrape follows traffic at once: a rate forgets samples older than the window (3 s here)."""
+    topic = make_topic(admin, "quota-metrics")
+    set_quota(admin, (("user", "ANONYMOUS"), ("client-id", "metered")), "producer_byte_rate", QUOTA)
+    set_quota(admin, (("client-id", "absent"),), "producer_byte_rate", QUOTA)  # client-id quotas exist too
+    # A user and client-id quota: the sensor carries both tags.
+    throttled = (("clientid", "metered"), ("resource", "Produce"), ("user", "ANONYMOUS"))
+    # No quota of its own, and client-id quotas on this broker too: tagged by its client id alone (Kafka's
+    # precedence walk ends at the client-id levels), never throttled.
+    free = (("clientid", "unmetered"), ("resource", "Produce"))
+    metered = KafkaProducer(bootstrap_servers=quota_broker.bootstrap, client_id="metered", linger_ms=5)
+    unmetered = KafkaProducer(bootstrap_servers=quota_broker.bootstrap, client_id="unmetered", linger_ms=5)
+
+    def seen(producer: KafkaProducer, labels: tuple[tuple[str, str], ...], throttle: bool) -> dict[Any, float] | None:
+        produce_for(producer, topic, 0.3)
+        series = scrape_quotas(quota_broker)
+        rate = series.get(("kafka_server_quota_byte_rate", labels), 0.0)
+        given = series.get(("kafka_server_quota_throttle_time", labels), math.nan)
+        return series if rate > 0 and (given > 0 if throttle else math.isnan(given)) else None
+
+    try:
+        series = wait_for("the metered producer's throttled sensor", lambda: seen(metered, throttled, True))
+        assert series[("kafka_server_quota_byte_rate", throttled)] < 10 * QUOTA, series
+        assert throttle_max(metered.metrics()) > 0  # what the broker counted is what the client was told
+        series = wait_for("the unmetered producer's sensor, never throttled", lambda: seen(unmetered, free, False))
+    finally:
+        metered.close(timeout=10)
+        unmetered.close(timeout=10)
+    # Every request is recorded against the request-time sensors once quotas are on.
+    assert series[("kafka_server_quota_request_time", (("clientid", "unmetered"), ("resource", "Request")))] >= 0
 
 
 def test_a_quota_set_while_a_client_runs_throttles_it_without_a_restart(
@@ -282,7 +367,7 @@ def test_a_client_older_than_kip_219_gets_the_throttle_time_too(quota_broker: Br
     """Produce v5 predates client-side throttling: the broker holds the response back instead (no timing is
     asserted); the response still says how long, and the records are appended."""
     topic = make_topic(admin, "quota-old-produce")
-    set_quota(admin, (("client-id", "old-producer"),), "producer_byte_rate", 1000)
+    set_quota(admin, (("client-id", "old-producer"),), "producer_byte_rate", 3000)  # ~10 KB in 2 s: ~1.4 s
     records = build_batch([Record(i, base_timestamp_ms(), None, VALUE) for i in range(10)])
     T = ProduceRequest.TopicProduceData
     with socket.create_connection((quota_broker.host, quota_broker.port), timeout=60) as s:
@@ -292,3 +377,32 @@ def test_a_client_older_than_kip_219_gets_the_throttle_time_too(quota_broker: Br
     assert isinstance(response, ProduceResponse)
     assert response.throttle_time_ms > 0
     assert response.responses[0].partitions[0].error_code == ErrorCode.NONE
+
+
+def test_a_throttled_clients_pipelined_requests_wait_for_the_mute(quota_broker: BrokerProcess,
+                                                                   admin: KafkaClient) -> None:
+    """A client with a quota has its requests handled one at a time, as Kafka handles every connection's: five
+    Produce requests that reach the broker together (one write of 20 KB, read at once), the first one already far
+    over the quota, leave four unhandled while the first one's throttle lasts (about 40 s here), so the broker has
+    recorded one request and one throttle time. Handled all at once, they would all have been appended and each
+    given a longer throttle."""
+    topic = make_topic(admin, "quota-pipelined")
+    set_quota(admin, (("client-id", "pipelined"),), "producer_byte_rate", 100)
+    records = build_batch([Record(i, base_timestamp_ms(), None, VALUE) for i in range(4)])
+    T = ProduceRequest.TopicProduceData
+    request = ProduceRequest(acks=1, timeout_ms=10_000, topics=[T(name=topic, partitions=[
+        T.PartitionProduceData(partition_index=0, records=records)])])
+    frames = b"".join(size_prefixed(encode_request(RequestHeader(
+        request_api_key=request.API_KEY, request_api_version=8, correlation_id=c, client_id="pipelined"), request))
+        for c in range(1, 6))
+    with socket.create_connection((quota_broker.host, quota_broker.port), timeout=60) as s:
+        s.sendall(frames)
+        header, response = decode_response(wire.recv_frame(s), request.API_KEY, 8)
+        assert header.correlation_id == 1 and isinstance(response, ProduceResponse)
+        assert response.throttle_time_ms > 20_000, response.throttle_time_ms
+        series = scrape_quotas(quota_broker)
+    labels = (("clientid", "pipelined"), ("resource", "Produce"))
+    # The mean of the throttle times given: the first request's alone (the others wait unread).
+    assert series[("kafka_server_quota_throttle_time", labels)] == response.throttle_time_ms
+    # One request's bytes over the 2 s the rate counts at least (0 once its sample is 3 s old).
+    assert series[("kafka_server_quota_byte_rate", labels)] < len(records), series

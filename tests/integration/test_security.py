@@ -31,7 +31,7 @@ from kafka.admin import NewTopic as KNewTopic
 from kafka.errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError
 
 from sofakafka.client import AuthenticationError, ClientError, KafkaClient
-from sofakafka.protocol.errors import ErrorCode
+from sofakafka.protocol.errors import ErrorCode, KafkaError
 from sofakafka.security.client_config import client_security_from_properties
 from tests.integration.security_setup import (
     ADMIN,
@@ -517,3 +517,30 @@ def test_users_by_command_kafka_configs_syntax_too(sb: SecureBroker) -> None:
     done = sb.sofakafka("acls", "add", "--allow-principal", "User:frank", "--operation", "Write", "--group", "g",
                         check=False)
     assert done.returncode == 2 and "ResourceType Group only supports operations" in done.stderr
+
+
+def test_without_a_master_key_token_requests_are_auth_disabled_and_token_logins_fail(sb: SecureBroker) -> None:
+    """This broker has no delegation.token.master.key: Kafka 2.6's DELEGATION_TOKEN_AUTH_DISABLED, after the
+    checks that come first (a SASL login; a renewer that is not a user), and a tokenauth login is refused."""
+    user, password = SCRAM_USERS["SCRAM-SHA-256"]
+    with KafkaClient(sb.address("SASL_PLAINTEXT"), security=client_security_from_properties({
+            "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": user,
+            "sasl.password": password})) as c:
+        for call in (lambda: c.create_delegation_token(["User:bob"]), lambda: c.renew_delegation_token(b"x"),
+                     lambda: c.expire_delegation_token(b"x"), lambda: c.describe_delegation_tokens()):
+            with pytest.raises(KafkaError) as refused:
+                call()
+            assert refused.value.code == ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED
+        with pytest.raises(KafkaError) as refused:
+            c.create_delegation_token(["Group:g"])
+        assert refused.value.code == ErrorCode.INVALID_PRINCIPAL_TYPE
+    token_login = client_security_from_properties({
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required username="some-id" '
+                            'password="c2VjcmV0" tokenauth="true";'})
+    with pytest.raises(AuthenticationError), KafkaClient(sb.address("SASL_PLAINTEXT"), security=token_login) as c:
+        c.metadata([])
+    deadline = time.monotonic() + WAIT_S
+    while "delegation token 'some-id': delegation tokens are disabled" not in sb.broker.log_text():
+        assert time.monotonic() < deadline, sb.broker.log_tail()
+        time.sleep(0.1)

@@ -222,6 +222,53 @@ def test_kafka_log_dirs(kafka_tool: Tool, bootstrap: str, interop_brokers: Compa
     assert partition["partition"] == "tool-logdirs-0" and partition["size"] > 0 and partition["offsetLag"] == 0
 
 
+def test_kafka_reassign_partitions_moves_a_replica_between_log_dirs(kafka_tool: Tool, tmp_path: Path) -> None:
+    """Kafka's tool with ``log_dirs`` in its JSON: AlterReplicaLogDirs after the reassignment, DescribeLogDirs to
+    verify, ``--replica-alter-log-dirs-throttle`` set and cleared through IncrementalAlterConfigs. A broker of the
+    test's own, with two log dirs."""
+    dirs = [tmp_path / "disk-a", tmp_path / "disk-b"]
+    broker = BrokerProcess(tmp_path / "jbod", {"log.dirs": ",".join(map(str, dirs))})
+    broker.start()
+    try:
+        b = broker.bootstrap
+        topics(kafka_tool, b, "--create", "--topic", "tool-jbod", "--partitions", "1", "--replication-factor", "1")
+        produce_lines(kafka_tool, b, "tool-jbod", [f"v{i}" for i in range(20)])
+
+        def log_dirs() -> dict[str, list[str]]:
+            out = kafka_tool("kafka.admin.LogDirsCommand", ["--bootstrap-server", b, "--describe", "--broker-list",
+                                                            "0", "--topic-list", "tool-jbod"]).stdout
+            (info,) = json.loads(out.strip().splitlines()[-1])["brokers"]
+            return {d["logDir"]: [p["partition"] + (" (future)" if p["isFuture"] else "") for p in d["partitions"]]
+                    for d in info["logDirs"]}
+
+        (current,) = [d for d, parts in log_dirs().items() if parts]
+        target = next(str(d.resolve()) for d in dirs if str(d.resolve()) != current)
+        plan = _write(tmp_path / "plan.json", {"version": 1, "partitions": [
+            {"topic": "tool-jbod", "partition": 0, "replicas": [0], "log_dirs": [target]}]})
+
+        def reassign(*args: str) -> str:
+            return kafka_tool("kafka.admin.ReassignPartitionsCommand", ["--bootstrap-server", b, *args]).stdout
+
+        out = reassign("--reassignment-json-file", str(plan), "--execute",
+                       "--replica-alter-log-dirs-throttle", "50000000")
+        assert "The replica-alter-dir throttle limit was set to 50000000 B/s" in out, out
+        assert "Successfully started log directory move for: tool-jbod-0-0" in out, out
+        for _ in range(100):
+            verified = reassign("--reassignment-json-file", str(plan), "--verify")
+            if "Reassignment of replica tool-jbod-0-0 completed successfully." in verified:
+                break
+            time.sleep(0.2)
+        assert "Reassignment of replica tool-jbod-0-0 completed successfully." in verified, verified
+        assert "Clearing broker-level throttles on broker 0" in verified, verified
+        assert log_dirs() == {current: [], target: ["tool-jbod-0"]}
+        assert consume(kafka_tool, b, "tool-jbod", 20, "--from-beginning") == [f"v{i}" for i in range(20)]
+        described = kafka_tool("kafka.admin.ConfigCommand", ["--bootstrap-server", b, "--describe",
+                                                             "--entity-type", "brokers", "--entity-name", "0"]).stdout
+        assert "replica.alter.log.dirs.io.max.bytes.per.second" not in described, described
+    finally:
+        broker.kill()
+
+
 def test_producer_and_consumer_perf_test(kafka_tool: Tool, bootstrap: str) -> None:
     topics(kafka_tool, bootstrap, "--create", "--topic", "tool-perf", "--partitions", "2", "--replication-factor", "1")
     out = kafka_tool("org.apache.kafka.tools.ProducerPerformance", [

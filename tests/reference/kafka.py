@@ -51,6 +51,7 @@ SECURE_USER = ("alice", "alice-secret")
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
               'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
 SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+SECURE_MASTER_KEY = "conformance-delegation-token-master-key"
 
 
 def secure_settings(host: str, plain_port: int, sasl_port: int) -> dict[str, str]:
@@ -66,6 +67,8 @@ def secure_settings(host: str, plain_port: int, sasl_port: int) -> dict[str, str
         "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": SCRAM_JAAS,
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "super.users": f"User:{SECURE_ADMIN[0]}",
+        # Delegation tokens on (KIP-48): both brokers compute a token's HMAC from the same secret.
+        "delegation.token.master.key": SECURE_MASTER_KEY,
         # The scenarios' records carry fixed 2020 time stamps, long past the default 7 days: Kafka's first
         # retention pass (30 s after its start, whatever log.retention.check.interval.ms says) would delete them,
         # active segment and all, and move the log start offset under a running comparison (Produce v5+ answers

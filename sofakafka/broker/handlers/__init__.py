@@ -59,6 +59,8 @@ class RequestContext:
     client_host: str
     client_port: int
     principal: str = "User:ANONYMOUS"
+    # The principal logged in with a delegation token (KIP-48): such a connection may not manage tokens.
+    token_authenticated: bool = False
     # Connection-scoped state handlers may keep (e.g. a SASL exchange later); dies with the connection.
     connection_state: dict[str, Any] = field(default_factory=dict)
     # Closes the connection (with the reason logged) once the responses before this request are sent: how a

@@ -2,9 +2,10 @@
 
 Only the controller adds partitions; other brokers answer NOT_CONTROLLER. For each topic the controller's
 :class:`TopicAdmin` checks and writes the new assignment: UNKNOWN_TOPIC_OR_PARTITION for an unknown topic,
-INVALID_PARTITIONS when the count does not grow, INVALID_REPLICA_ASSIGNMENT for assignments of the wrong
-number, size or brokers, INVALID_TOPIC_EXCEPTION for a topic being deleted, REASSIGNMENT_IN_PROGRESS while a
-partition of the topic moves (as Kafka 2.6). A topic named twice in one request fails with INVALID_REQUEST.
+INVALID_PARTITIONS when the count does not grow or its assignment would not fit in a znode (1 MiB),
+INVALID_REPLICA_ASSIGNMENT for assignments of the wrong number, size or brokers, INVALID_TOPIC_EXCEPTION for a
+topic being deleted, REASSIGNMENT_IN_PROGRESS while a partition of the topic moves (as Kafka 2.6). A topic named
+twice in one request fails with INVALID_REQUEST.
 ``validate_only`` checks without writing. After writing, the answer waits up to ``timeout_ms`` for the new
 partitions' leaders (REQUEST_TIMED_OUT past it).
 

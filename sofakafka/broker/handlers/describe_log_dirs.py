@@ -2,8 +2,9 @@
 
 One result per log dir of this broker (``log.dirs``), each listing the partitions stored there with their
 size in bytes (all segments) and offset lag. For a current replica Kafka reports the lag as how far its log
-end is behind the high watermark, never negative, which is 0 on a leader; future replicas (a move between
-dirs, KIP-113) do not exist here, so ``is_future_key`` is always false. ``topics`` null asks about every
+end is behind the high watermark, never negative, which is 0 on a leader. A future replica (the copy a move
+between dirs fills, AlterReplicaLogDirs) is listed in its own dir with ``is_future_key`` true and, as its lag,
+how far its log end is behind the current replica's. ``topics`` null asks about every
 partition; otherwise only the named partitions are listed (unknown ones are left out, as in Kafka). A dir
 with no partitions is still listed, so a client can see every dir. A dir that went offline (a full disk, an
 I/O error: storage/log_manager.py) is listed with KAFKA_STORAGE_ERROR and no partitions, as Kafka lists it.
@@ -26,21 +27,28 @@ from sofakafka.storage.log_manager import LogManager
 
 Result = DescribeLogDirsResponse.DescribeLogDirsResult
 TopicResult = Result.DescribeLogDirsTopic
+#: Kafka's answer when the lag cannot be known (the current replica is gone).
+INVALID_OFFSET_LAG = -1
 PartitionResult = TopicResult.DescribeLogDirsPartition
 
 
 def _describe(lm: LogManager, wanted: set[tuple[str, int]] | None) -> list[Result]:
     by_dir: dict[Path, dict[str, list[PartitionResult]]] = {Path(d): {} for d in lm.log_dirs}
-    for log in lm.all_logs:
+    for log in lm.all_logs + lm.future_logs:
         if wanted is not None and (log.topic, log.partition) not in wanted:
             continue
+        if log.is_future:
+            current = lm.get_log(log.topic, log.partition)
+            lag = current.log_end_offset - log.log_end_offset if current is not None else INVALID_OFFSET_LAG
+        else:
+            lag = max(log.high_watermark - log.log_end_offset, 0)
         parent = Path(log.dir).parent
         topics = by_dir.setdefault(parent, {})
         topics.setdefault(log.topic, []).append(PartitionResult(
             partition_index=log.partition,
             partition_size=log.size,
-            offset_lag=max(log.high_watermark - log.log_end_offset, 0),
-            is_future_key=False,
+            offset_lag=lag,
+            is_future_key=log.is_future,
         ))
     offline = lm.offline_log_dirs
     return [

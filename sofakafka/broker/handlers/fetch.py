@@ -58,7 +58,7 @@ from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.messages.fetch import FetchRequest, FetchResponse
 from sofakafka.protocol.records import MAGIC_V0, MAGIC_V1
-from sofakafka.security.quotas import CONSUMER_BYTE_RATE
+from sofakafka.security.quotas import CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE
 
 TopicResponse = FetchResponse.FetchableTopicResponse
 PartitionResponse = TopicResponse.FetchablePartitionResponse
@@ -110,6 +110,15 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> RawRespons
         return _group_filters(ctx, request, fetch_ctx.partitions)
 
     denied = _unauthorized(ctx, request, fetch_ctx.partitions)
+    max_bytes = request.max_bytes if version >= 3 else 0x7FFFFFFF
+    min_bytes = request.min_bytes
+    if request.replica_id < 0:
+        # A consumer's answer is capped at what its byte-rate quota lets through in one quota window, as Kafka
+        # caps it (KAFKA-9677): a larger answer would be throttled, hence emptied, at every try, and the consumer
+        # would never get a record.
+        cap = broker.client_quotas.max_value_in_quota_window(CONSUMER_BYTE_RATE, ctx.principal, ctx.client_id)
+        max_bytes = min(max_bytes, cap)
+        min_bytes = min(min_bytes, max_bytes)
 
     async def fetch(partitions: list[FetchPartitionRequest], max_wait_ms: int,
                     min_bytes: int) -> list[FetchPartitionResult]:
@@ -125,7 +134,7 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> RawRespons
             replica_id=request.replica_id,
             max_wait_ms=max_wait_ms,
             min_bytes=min_bytes,
-            max_bytes=request.max_bytes if version >= 3 else 0x7FFFFFFF,
+            max_bytes=max_bytes,
             isolation_level=request.isolation_level,
             partitions=partitions,
             hard_max_bytes_limit=version <= 2,
@@ -138,9 +147,9 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> RawRespons
     # KIP-73: a follower's throttled partitions may be held back; see replication_quota.
     quota, throttled, held = leader_throttled(broker, request.replica_id, fetch_ctx.partitions)
     if held:
-        results = await _fetch_holding_back(fetch, fetch_ctx.partitions, held, request.max_wait, request.min_bytes)
+        results = await _fetch_holding_back(fetch, fetch_ctx.partitions, held, request.max_wait, min_bytes)
     else:
-        results = await fetch(fetch_ctx.partitions, 0 if preferred else request.max_wait, request.min_bytes)
+        results = await fetch(fetch_ctx.partitions, 0 if preferred else request.max_wait, min_bytes)
     if quota is not None:
         quota.record(sum(len(r.records) for req, r in zip(fetch_ctx.partitions, results, strict=True)
                          if req.tp in throttled))
@@ -175,6 +184,10 @@ def _record_quotas(ctx: RequestContext, response_size: int) -> int:
     throttle = max(request_time, bandwidth)
     if throttle > 0:
         quotas.unrecord(CONSUMER_BYTE_RATE, ctx.principal, ctx.client_id, response_size, now)
+        if bandwidth > request_time:
+            quotas.throttle(CONSUMER_BYTE_RATE, ctx.principal, ctx.client_id, bandwidth, now)
+        else:
+            quotas.throttle(REQUEST_PERCENTAGE, ctx.principal, ctx.client_id, request_time, now)
     ctx.quota_done = True
     ctx.throttle_ms = max(ctx.throttle_ms, throttle)
     return throttle

@@ -46,7 +46,7 @@ from sofakafka.protocol.messages.produce import ProduceRequest, ProduceResponse
 from sofakafka.protocol.produce_audit import AUDIT_TOPIC, AUDIT_WRITER_CLIENT_ID
 from sofakafka.protocol.records import Buffer, read_batch_header
 from sofakafka.protocol.records.header import MAGIC_V2, peek_batch_header
-from sofakafka.security.quotas import PRODUCER_BYTE_RATE
+from sofakafka.security.quotas import PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = TopicResponse.PartitionProduceResponse
@@ -101,6 +101,10 @@ def _record_quotas(ctx: RequestContext, request: ProduceRequest) -> None:
                     quotas.record_request_time(ctx.principal, ctx.client_id, ctx.handler_seconds[0], now))
     ctx.quota_done = True
     ctx.throttle_ms = max(ctx.throttle_ms, bandwidth, request_time)
+    if bandwidth > request_time:
+        quotas.throttle(PRODUCER_BYTE_RATE, ctx.principal, ctx.client_id, bandwidth, now)
+    else:
+        quotas.throttle(REQUEST_PERCENTAGE, ctx.principal, ctx.client_id, request_time, now)
 
 
 @handles(ApiKey.PRODUCE, 0, 8, error_response=produce_error_response)

@@ -4,9 +4,10 @@ The token goes to the mechanism chosen by the SaslHandshake before it. A failed 
 SASL_AUTHENTICATION_FAILED with a message that does not tell an unknown user from a wrong password, after
 ``connection.failed.authentication.delay.ms``, and the connection closes once that answer is sent; the log
 line says what really failed (unknown user, wrong password, malformed message). v1+ carries
-``session_lifetime_ms`` (KIP-368): ``connections.max.reauth.ms`` when set, and the client re-authenticates
-before it passes. On a listener without SASL, or after the login completed (no handshake started a
-re-authentication), the answer is ILLEGAL_SASL_STATE and the connection stays open, as in Kafka.
+``session_lifetime_ms`` (KIP-368): ``connections.max.reauth.ms`` when set, cut short by a delegation token's
+expiry, and the client re-authenticates before it passes. On a listener without SASL, or after the login
+completed (no handshake started a re-authentication), the answer is ILLEGAL_SASL_STATE and the connection stays
+open, as in Kafka.
 """
 
 from __future__ import annotations

@@ -431,3 +431,14 @@ def test_a_properties_file_keeps_kafkas_default_of_three_offsets_replicas(tmp_pa
     f = tmp_path / "server.properties"
     f.write_text("num.partitions=2\n")
     assert KafkaConfig.load(f, []).get_int("offsets.topic.replication.factor") == 3
+
+
+@pytest.mark.parametrize(("props", "expected"), [
+    ({}, None),
+    ({"delegation.token.master.key": "m"}, "m"),
+    ({"delegation.token.master.key": ""}, None),  # Kafka: empty means off
+    ({"delegation.token.secret.key": "s", "delegation.token.master.key": "m"}, "s"),  # Kafka 3.0's name wins
+    ({"delegation.token.secret.key": "", "delegation.token.master.key": "m"}, None),  # set, even empty, it wins
+])
+def test_the_delegation_token_secret_and_its_later_name(props: dict[str, str], expected: str | None) -> None:
+    assert KafkaConfig.from_properties(props).delegation_token_master_key == expected

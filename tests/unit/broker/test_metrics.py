@@ -4,6 +4,7 @@ percentiles of request times, and /metrics, /health, /ready served by a real aio
 from __future__ import annotations
 
 import asyncio
+import math
 import urllib.error
 import urllib.request
 
@@ -18,6 +19,7 @@ from sofakafka.broker.metrics import (
     BrokerMetrics,
     GroupLag,
     PartitionGauge,
+    QuotaSensorGauge,
     request_name,
 )
 from sofakafka.broker.metrics_export import make_registry
@@ -131,3 +133,26 @@ def test_fetches_count_under_fetch_and_their_kind_and_audit_counters_are_served(
     assert s[("kafka_server_brokertopicmetrics_failedfetchrequests_total", (("topic", "orders"),))] == 1
     assert s[("sofakafka_produce_audit_entries_written_total", ())] == 7
     assert s[("sofakafka_produce_audit_entries_dropped_total", ())] == 2
+
+
+def test_quota_sensors_carry_the_jmx_exporters_quota_names_and_only_the_tags_kafka_has() -> None:
+    """kafka.server:type=<Produce|Fetch|Request>,user=..,client-id=.. -> kafka_server_quota_<attribute>{resource,
+    user, clientid}; an empty tag is not in Kafka's MBean name, so it is not a label; no tag at all: no series."""
+    gauges = BrokerGauges(quota_sensors=[
+        QuotaSensorGauge("Produce", "alice", "", 1000.0, math.nan),
+        QuotaSensorGauge("Fetch", "", "reports", 2000.0, 150.0),
+        QuotaSensorGauge("Request", "alice", "app", 12.5, 40.0),
+        QuotaSensorGauge("Produce", "", "", 99.0, 1.0),
+    ])
+    s = _samples(generate_latest(make_registry(BrokerMetrics(), lambda: gauges)).decode())
+    quota = {k: v for k, v in s.items() if k[0].startswith("kafka_server_quota_")}
+    alice = (("resource", "Produce"), ("user", "alice"))
+    reports = (("clientid", "reports"), ("resource", "Fetch"))
+    pair = (("clientid", "app"), ("resource", "Request"), ("user", "alice"))
+    assert quota.keys() == {("kafka_server_quota_byte_rate", alice), ("kafka_server_quota_throttle_time", alice),
+                            ("kafka_server_quota_byte_rate", reports), ("kafka_server_quota_throttle_time", reports),
+                            ("kafka_server_quota_request_time", pair), ("kafka_server_quota_throttle_time", pair)}
+    assert quota[("kafka_server_quota_byte_rate", alice)] == 1000
+    assert math.isnan(quota[("kafka_server_quota_throttle_time", alice)])  # Kafka's Avg of nothing
+    assert quota[("kafka_server_quota_throttle_time", reports)] == 150
+    assert quota[("kafka_server_quota_request_time", pair)] == 12.5

@@ -10,6 +10,7 @@ state znode first, and a write on a stale znode version changes nothing.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,6 +27,8 @@ from sofakafka.controller.zk_data import PartitionState
 from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.records import RecordBatchBuilder
 from sofakafka.storage.config import LogConfig
+from sofakafka.storage.leader_epoch import EpochEntry
+from sofakafka.storage.log import AppendOrigin
 from sofakafka.storage.log_manager import LogManager
 from sofakafka.storage.segment import wall_clock_ms
 
@@ -380,5 +383,36 @@ def test_isr_changes_of_many_partitions_are_written_together(
         for p, part in enumerate(parts):
             data, _ = store.get(zk_paths.topic_partition_state_path(TOPIC, p))
             assert PartitionState.decode(data).isr == (0, 1) and part.isr == [0, 1]
+
+    run(scenario, tmp_path, store)
+
+
+def test_a_produce_queued_right_behind_a_new_leader_epoch_is_stamped_with_it(
+        tmp_path: Path, store: MetadataStore) -> None:
+    """The controller gives the partition a new leader epoch while this broker keeps leading it. The epoch starts
+    in the leader-epoch cache at the log end, on the append thread; a produce queued on that thread right behind
+    it must carry the new epoch. It carried the old one while the loop had not yet resumed to note the new epoch,
+    and appending it re-assigned the old epoch at its offset, which erased where that epoch had begun: a
+    follower then asking where its last epoch ended was answered with an offset too high, kept two records the
+    leader did not have and, elected later, served them instead of two acknowledged ones (chaos run, seed 3,
+    isolate: two acknowledged records lost, two transactional ones duplicated)."""
+    async def scenario(h: Harness) -> None:
+        part = await h.lead()  # epoch 0
+        await h.produce(3, acks=1)
+        await h.rm.become_leader(TOPIC, 0, 1, [0, 1, 2], [0, 1, 2], zk_version=0, controller_epoch=1)
+        await h.produce(2, acks=1)  # epoch 1 begins at 3
+        moving = asyncio.ensure_future(
+            h.rm.become_leader(TOPIC, 0, 2, [0, 1, 2], [0, 1, 2], zk_version=0, controller_epoch=1))
+        await asyncio.sleep(0)  # the new epoch is queued on the append thread
+        results: list[object] = []
+        h.rm.append_records_then(acks=1, timeout_ms=1000, entries=[(TP, _batch(1))], origin=AppendOrigin.CLIENT,
+                                 done=results.append)
+        appended = threading.Event()
+        h.rm._append_executor.submit(appended.set)  # behind the produce, on the one append thread
+        assert appended.wait(10)  # the loop waits here: become_leader cannot resume before the produce is in
+        await moving
+        assert part.leader_epoch == 2
+        assert part.log.leader_epoch_cache.entries == [EpochEntry(0, 0), EpochEntry(1, 3), EpochEntry(2, 5)]
+        assert part.log.end_offset_for_epoch(1) == (1, 5)  # a follower of epoch 1 with more truncates to 5
 
     run(scenario, tmp_path, store)

@@ -190,8 +190,13 @@ def test_an_unhandled_api_answers_unsupported_version_where_the_response_can_say
         assert c.call(ApiVersionsRequest(), 0).error_code == ErrorCode.NONE
 
 
-def test_an_unhandled_api_whose_response_has_no_error_code_closes(broker: BrokerThread) -> None:
-    key = _unhandled_key(with_error_code=False)
+def test_an_unhandled_api_whose_response_has_no_error_code_closes(broker: BrokerThread,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every such API of 2.6 is answered now (AlterReplicaLogDirs was the last): take one out for the test.
+    load_handlers()
+    key = ApiKey.ALTER_REPLICA_LOG_DIRS
+    assert "error_code" not in response_type(key).__dataclass_fields__
+    monkeypatch.delitem(REGISTRY, key)
     version = request_type(key).valid_versions()[0]
     with Client(broker.port) as c:
         c.send(request_type(key)(), version)

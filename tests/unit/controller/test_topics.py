@@ -448,6 +448,20 @@ def test_growing_a_topic_whose_name_is_not_even_a_path_is_unknown_topic(node: Co
     assert error_of(node.admin.create_partitions, name, 3).code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
+def test_an_assignment_too_large_for_its_znode_is_invalid_partitions(node: ControllerNode) -> None:
+    """Found by the protocol fuzzer: CreatePartitions grew a topic to 100,000 partitions, under
+    sofakafka.max.partitions.per.topic, but its assignment JSON (1.2 MB) is over ZooKeeper's 1 MiB znode limit;
+    the store's refusal reached the handler as an unexpected error. CreateTopics of as many partitions writes
+    the same znode."""
+    node.admin.create_topic(NewTopic("grown", 1, 1))
+    err = error_of(node.admin.create_partitions, "grown", 100_000)
+    assert err.code == ErrorCode.INVALID_PARTITIONS and "100000 partitions" in err.message
+    assert node.admin.assignment("grown") == {0: [1]}
+    err = error_of(node.admin.create_topic, NewTopic("wide", 100_000, 1))
+    assert err.code == ErrorCode.INVALID_PARTITIONS and "100000 partitions" in err.message
+    assert not node.admin.topic_exists("wide")
+
+
 def test_a_topic_config_written_as_the_topic_is_deleted_does_not_outlive_it(node: ControllerNode) -> None:
     """AlterConfigs checks that the topic exists, then writes; the controller may delete the topic in between.
     The write is conditioned on the topic's znode, so the config of a deleted topic is never left behind (a topic

@@ -295,3 +295,18 @@ def test_topic_assignment_round_trips(partitions: dict[int, list[int]], adding: 
 def test_partition_state_round_trips(leader: int, epoch: int, controller_epoch: int, isr: list[int]) -> None:
     state = PartitionState(leader, epoch, controller_epoch, tuple(isr))
     assert PartitionState.decode(state.encode()) == state
+
+
+def test_log_dir_failures_round_trip_and_refuse_what_they_cannot_read() -> None:
+    from sofakafka.controller.zk_data import LogDirFailures
+
+    failures = LogDirFailures(42, ("/data/a", "/data/b"), frozenset({TopicPartition("t", 0), TopicPartition("t", 3),
+                                                                     TopicPartition("u", 1)}))
+    encoded = failures.encode()
+    assert json.loads(encoded) == {"version": 1, "broker_epoch": 42, "log_dirs": ["/data/a", "/data/b"],
+                                   "partitions": {"t": [0, 3], "u": [1]}}
+    assert LogDirFailures.decode(encoded) == failures
+    for bad in (b"[]", b'{"broker_epoch": 1, "log_dirs": [1], "partitions": {}}',
+                b'{"broker_epoch": 1, "log_dirs": [], "partitions": {"t": ["0"]}}', b"{"):
+        with pytest.raises(ZkDataError):
+            LogDirFailures.decode(bad)

@@ -1,4 +1,7 @@
+import logging
 from pathlib import Path
+
+import pytest
 
 from sofakafka.storage.checkpoints import LeaderEpochCheckpointFile
 from sofakafka.storage.leader_epoch import EpochEntry, LeaderEpochFileCache
@@ -25,6 +28,21 @@ def test_assign_of_older_or_overlapping_epoch_drops_conflicting_entries(tmp_path
     c.assign(3, 20)
     c.assign(2, 15)  # a new leader says epoch 2 starts at 15: entries at epoch>=2 or offset>=15 go
     assert c.entries == [EpochEntry(1, 0), EpochEntry(2, 15)]
+
+
+def test_an_older_epoch_dropping_later_ones_is_logged(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Only a batch stamped with a superseded epoch does that (a leader's append racing its epoch change did):
+    the warning names what was lost."""
+    c = cache(tmp_path)
+    c.assign(1, 3)
+    c.assign(2, 5)
+    with caplog.at_level(logging.WARNING, logger="sofakafka.storage.leader_epoch"):
+        c.assign(2, 4)  # the same epoch earlier: a follower's correction, not worth a word
+        assert caplog.records == []
+        c.assign(1, 5)
+    assert c.entries == [EpochEntry(1, 5)]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{tmp_path.name}: leader epoch 1 at offset 5 drops the later entries [(1, 3), (2, 4)]"]
 
 
 def test_end_offset_for_follows_kip_101_and_279(tmp_path: Path) -> None:
