@@ -62,6 +62,7 @@ from sofakafka.broker.handlers.stop_replica import (
 )
 from sofakafka.broker.limits import budget_message, raise_open_file_limit
 from sofakafka.broker.listener_security import BrokerSecurity
+from sofakafka.broker.metadata_wait import wait_for_metadata
 from sofakafka.broker.metrics import BrokerGauges, BrokerMetrics, GroupLag, PartitionGauge
 from sofakafka.broker.offsets_topic import GroupCoordinatorRuntime
 from sofakafka.broker.producer_id_manager import ProducerIdManager
@@ -822,7 +823,7 @@ class Broker:
         def settled(snap: ClusterMetadata) -> bool:
             return not topics & snap.topics.keys()
 
-        if not await asyncio.to_thread(cache.wait_until, settled, STOP_REPLICA_METADATA_WAIT_SECONDS):
+        if not await wait_for_metadata(cache, settled, int(STOP_REPLICA_METADATA_WAIT_SECONDS * 1000)):
             live = topics & self.metadata().topics.keys()
             log.warning("StopReplica(delete) of %s while our metadata still has them: refused", sorted(live))
             return live
@@ -1002,7 +1003,7 @@ class Broker:
                            for t in snap.topics.values() for p in t.partitions.values())
 
         # The controller wrote the new states before answering: the cache has them within moments.
-        if await asyncio.to_thread(node.cache.wait_until, moved, CONTROLLED_SHUTDOWN_APPLY_SECONDS):
+        if await wait_for_metadata(node.cache, moved, int(CONTROLLED_SHUTDOWN_APPLY_SECONDS * 1000)):
             self._schedule_metadata_apply()
             if self._metadata_task is not None:
                 with contextlib.suppress(Exception):

@@ -97,6 +97,10 @@ def topic_partition_state_path(topic: str, partition: int) -> str:
 def sanitize(name: str) -> str:
     """Kafka's Sanitizer: a user principal or client id as a znode name (Java URL encoding, then ``*`` as
     ``%2A`` and space as ``%20``)."""
+    if name in (".", ".."):
+        # ZooKeeper refuses '.' and '..' as a path component; Kafka's Sanitizer keeps the dots and its write
+        # fails. Percent-encoding them keeps every name storable, and desanitize reads them back unchanged.
+        return name.replace(".", "%2E")
     return quote(name, safe="").replace("~", "%7E")
 
 

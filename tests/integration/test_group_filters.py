@@ -264,3 +264,16 @@ def test_zone_subscription_for_a_stock_java_consumer(fbroker: BrokerProcess) -> 
     keys = sorted(line.split("\t")[0] for line in out.stdout.splitlines() if "\t" in line)
     assert keys == ["r-R1", "r-R1-dup"], out.stdout + out.stderr
     assert lag(bs, group, topic) == {0: 0, 1: 0}
+
+
+@pytest.mark.parametrize("group", [".", ".."])
+def test_a_group_named_dot_or_dot_dot_is_described_and_its_missing_group_named(fbroker: BrokerProcess,
+                                                                                group: str) -> None:
+    # Found by the fuzzer: '.' reached the store's path check and the connection saw an internal error.
+    with KafkaClient(fbroker.bootstrap) as kc:
+        (described,) = kc.describe_configs([(ConfigResourceType.GROUP, group, None)])
+        assert described.error == ErrorCode.NONE and all(e.is_default for e in described.entries)
+        with pytest.raises(KafkaError) as err:
+            write_group_filter(kc, group, RecordFilter.build(key_prefixes=["a"]))
+        assert err.value.code == ErrorCode.GROUP_ID_NOT_FOUND
+        assert read_group_filter(kc, group).is_empty

@@ -120,6 +120,11 @@ class GroupConfig:
         return self.offsets_retention_minutes * 60_000
 
 
+def wrap_int64(n: int) -> int:
+    """``n`` as a Java long holds it: the sum of two longs wraps instead of growing past 2^63 - 1."""
+    return (n + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
 def _store_group_error(error: ErrorCode) -> ErrorCode:
     """GroupMetadataManager.storeGroup's mapping of append errors to what members understand."""
     if error in (E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS, E.NOT_ENOUGH_REPLICAS_AFTER_APPEND):
@@ -1023,7 +1028,7 @@ class GroupCoordinator:
                 offset=p.committed_offset,
                 metadata=p.committed_metadata or "",
                 commit_timestamp=p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now,
-                expire_timestamp=now + retention_ms if retention_ms != -1 else -1,
+                expire_timestamp=wrap_int64(now + retention_ms) if retention_ms != -1 else None,
                 leader_epoch=p.committed_leader_epoch if version >= 6 and p.committed_leader_epoch >= 0 else -1,
             )
 
@@ -1446,7 +1451,7 @@ class GroupCoordinator:
         for tp, value in group.offsets.items():
             if tp[0] in subscribed or group.pending_offset_commits.get(tp, 0) > 0:
                 continue
-            if value.expire_timestamp >= 0:
+            if value.expire_timestamp is not None:
                 if now >= value.expire_timestamp:
                     expired.add(tp)
             elif now - base(value) >= retention_ms:

@@ -62,12 +62,15 @@ class GroupMetadataKey:
 
 @dataclass(frozen=True, slots=True)
 class OffsetValue:
-    """A committed offset; ``expire_timestamp`` -1 = no explicit expiry, ``leader_epoch`` -1 = unknown."""
+    """A committed offset; ``expire_timestamp`` None = no explicit expiry, ``leader_epoch`` -1 = unknown.
+
+    An explicit expiry is any int64, negative too: 2.6 computes it as now + retention_time in wrapping long
+    arithmetic, so a retention near 2^63 wraps to a past time and the offset expires at the next sweep."""
 
     offset: int
     metadata: str = ""
     commit_timestamp: int = -1
-    expire_timestamp: int = -1
+    expire_timestamp: int | None = None
     leader_epoch: int = -1
 
 
@@ -121,7 +124,7 @@ def decode_key(buf: Buffer) -> OffsetKey | GroupMetadataKey:
 
 def offset_value_version(value: OffsetValue) -> int:
     """2.6 writes v1 only when the commit set an explicit expiry (OffsetCommit v2-v4 retention_time)."""
-    return 1 if value.expire_timestamp >= 0 else 3
+    return 1 if value.expire_timestamp is not None else 3
 
 
 def encode_offset_value(value: OffsetValue, version: int | None = None) -> bytes:
@@ -136,7 +139,7 @@ def encode_offset_value(value: OffsetValue, version: int | None = None) -> bytes
     write_string(out, value.metadata)
     write_int64(out, value.commit_timestamp)
     if v == 1:
-        write_int64(out, value.expire_timestamp)
+        write_int64(out, -1 if value.expire_timestamp is None else value.expire_timestamp)
     return bytes(out)
 
 
@@ -151,7 +154,7 @@ def decode_offset_value(buf: Buffer) -> OffsetValue:
         leader_epoch = max(leader_epoch, -1)
     metadata, pos = read_string(buf, pos)
     commit_timestamp, pos = read_int64(buf, pos)
-    expire_timestamp = -1
+    expire_timestamp: int | None = None
     if version == 1:
         expire_timestamp, pos = read_int64(buf, pos)
     return OffsetValue(offset, metadata, commit_timestamp, expire_timestamp, leader_epoch)

@@ -15,7 +15,8 @@ Version notes: v1 adds ``validate_only`` and error messages; v2 throttle time; v
 ``default.replication.factor`` (we accept -1 in every version, as Kafka's broker does); v5 (flexible) reports
 the partition count, replication factor and every config of the created topic with its source.
 
-The helpers here (``ensure_controller``, ``wait_for_metadata``) serve the other controller-routed handlers too.
+The helpers here (``wait_for_leaders``, ``error_result``) serve the other controller-routed handlers too; the
+waits park no thread (sofakafka/broker/metadata_wait.py).
 
 Authorization (with an authorizer): CREATE on the cluster, or else on each topic; a topic without it is
 TOPIC_AUTHORIZATION_FAILED.
@@ -24,7 +25,6 @@ TOPIC_AUTHORIZATION_FAILED.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -33,7 +33,8 @@ from sofakafka.broker.handlers import RequestContext, handles
 from sofakafka.broker.handlers import _authz as authz
 from sofakafka.broker.handlers._controller import is_controller, not_controller
 from sofakafka.broker.handlers.describe_configs import read_dynamic_broker_configs, topic_config_entries
-from sofakafka.controller.metadata import ClusterMetadata, MetadataCache
+from sofakafka.broker.metadata_wait import wait_for_metadata
+from sofakafka.controller.metadata import ClusterMetadata
 from sofakafka.controller.topics import CreatedTopic, NewTopic
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode, KafkaError
@@ -43,40 +44,6 @@ log = logging.getLogger(__name__)
 
 TopicResult = CreateTopicsResponse.CreatableTopicResult
 TopicConfig = TopicResult.CreatableTopicConfigs
-
-
-async def wait_for_metadata(cache: MetadataCache, predicate: Callable[[ClusterMetadata], bool],
-                            timeout_ms: int) -> bool:
-    """Wait on the event loop until ``predicate`` holds for the cache's snapshot or ``timeout_ms`` passes.
-
-    The cache calls listeners on the store's thread; each call only pokes an asyncio event, so no thread is
-    parked for the wait (many admin requests may wait at once)."""
-    if predicate(cache.snapshot()):
-        return True
-    if timeout_ms <= 0:
-        return False
-    loop = asyncio.get_running_loop()
-    changed = asyncio.Event()
-
-    def on_change(_: ClusterMetadata) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop closed while the broker shut down
-            loop.call_soon_threadsafe(changed.set)
-
-    cache.add_listener(on_change)
-    try:
-        deadline = loop.time() + timeout_ms / 1000
-        while not predicate(cache.snapshot()):
-            left = deadline - loop.time()
-            if left <= 0:
-                return False
-            changed.clear()
-            if predicate(cache.snapshot()):  # a change between the check and clear() must not be lost
-                return True
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), left)
-        return True
-    finally:
-        cache.remove_listener(on_change)
 
 
 def partitions_have_leaders(topic: str, partitions: Sequence[int]) -> Callable[[ClusterMetadata], bool]:

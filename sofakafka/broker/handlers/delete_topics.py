@@ -26,7 +26,7 @@ import asyncio
 from sofakafka.broker.handlers import RequestContext, handles
 from sofakafka.broker.handlers import _authz as authz
 from sofakafka.broker.handlers._controller import is_controller
-from sofakafka.broker.handlers.create_topics import wait_for_metadata
+from sofakafka.broker.metadata_wait import wait_for_metadata
 from sofakafka.controller.metadata import ClusterMetadata
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.errors import ErrorCode, KafkaError

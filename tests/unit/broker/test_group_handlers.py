@@ -281,7 +281,7 @@ def test_loading_applies_transactional_commits_at_their_marker_and_drops_aborted
     def offset_record(group: str, offset: int) -> tuple[bytes, bytes]:
         from sofakafka.broker.group.records import OffsetValue
         return (encode_key(OffsetKey(group, "t", 0)),
-                encode_offset_value(OffsetValue(offset=offset, metadata="", commit_timestamp=1, expire_timestamp=-1,
+                encode_offset_value(OffsetValue(offset=offset, metadata="", commit_timestamp=1, expire_timestamp=None,
                                                 leader_epoch=-1)))
 
     lg = Log(tmp_path / f"{GROUP_METADATA_TOPIC}-0", LogConfig.from_props({"cleanup.policy": "compact"}))

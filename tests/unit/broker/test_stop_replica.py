@@ -6,6 +6,7 @@ The multi-broker path (the controller sending it during topic deletion) is tests
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ from sofakafka.broker.handlers.stop_replica import (
 )
 from sofakafka.controller.zk_data import TopicPartition
 from sofakafka.protocol.errors import ErrorCode
+from sofakafka.protocol.messages.describe_configs import DescribeConfigsRequest
 from sofakafka.protocol.messages.metadata import MetadataRequest
 from sofakafka.protocol.messages.stop_replica import StopReplicaResponse
 from tests.unit.broker.broker_harness import BrokerThread, Client, running_broker
@@ -119,6 +121,37 @@ def test_deleting_a_topic_the_metadata_still_serves_is_refused(broker: BrokerThr
     controller_epoch, broker_epoch = epochs(broker)
     response = call(broker, 2, controller_epoch=controller_epoch, broker_epoch=broker_epoch)
     assert [(e.partition_index, e.error_code) for e in response.partition_errors] == [(0, ErrorCode.REQUEST_TIMED_OUT)]
+    assert log_dir(broker, TPS[0]).is_dir()
+
+
+def test_stop_replica_waits_park_no_thread_so_other_admin_requests_are_answered_meanwhile(
+        broker: BrokerThread) -> None:
+    # Each refused deletion first waits up to 5 s for the topic to leave our metadata. That wait once held a
+    # worker of asyncio's default pool (6 threads on 2 cores): eight of them made a DescribeConfigs, which reads
+    # in that pool, wait behind them (the fuzzer's "slow" admin frames).
+    controller_epoch, broker_epoch = epochs(broker)
+    answered: list[str] = []
+    lock = threading.Lock()
+
+    def stop() -> None:
+        response = call(broker, 2, controller_epoch=controller_epoch, broker_epoch=broker_epoch)
+        assert [e.error_code for e in response.partition_errors] == [ErrorCode.REQUEST_TIMED_OUT]
+        with lock:
+            answered.append("stop")
+
+    waiting = [threading.Thread(target=stop) for _ in range(8)]
+    for t in waiting:
+        t.start()
+    time.sleep(1.0)  # the eight reach their wait (a setup pause, not a measured time)
+    with Client(broker.port) as c:
+        described = c.call(DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
+            resource_type=2, resource_name=TOPIC, configuration_keys=["retention.ms"])]), 1)
+    with lock:
+        answered.append("describe")
+    for t in waiting:
+        t.join()
+    assert described.results[0].error_code == ErrorCode.NONE
+    assert answered == ["describe"] + ["stop"] * 8
     assert log_dir(broker, TPS[0]).is_dir()
 
 

@@ -90,6 +90,13 @@ def test_sanitize_matches_kafkas_sanitizer() -> None:
     assert paths.sanitize("User:alice") == "User%3Aalice"
     assert paths.sanitize("a b*c+d~e_f.g-h") == "a%20b%2Ac%2Bd%7Ee_f.g-h"
     assert paths.sanitize("é") == "%C3%A9"
+
+
+@pytest.mark.parametrize("name, znode", [(".", "%2E"), ("..", "%2E%2E"), ("...", "..."), (".a", ".a")])
+def test_sanitize_encodes_the_names_zookeeper_refuses_as_a_path_component(name: str, znode: str) -> None:
+    # Found by the fuzzer: DescribeConfigs of GROUP '.' reached the store's path check.
+    assert paths.sanitize(name) == znode
+    assert paths.desanitize(znode) == name
     assert paths.desanitize(paths.sanitize("client id/*")) == "client id/*"
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from sofakafka.broker.group import GroupCoordinator, GroupState
 from sofakafka.broker.group.consumer_protocol import encode_assignment
+from sofakafka.broker.group.coordinator import wrap_int64
 from sofakafka.broker.group.records import GroupMetadataKey, OffsetKey, decode_key, decode_offset_value
 from sofakafka.protocol.errors import ErrorCode as E
 from sofakafka.protocol.messages.delete_groups import DeleteGroupsRequest
@@ -174,8 +177,33 @@ def test_explicit_retention_of_commit_v2_expires_at_its_own_time() -> None:
     written = [v for p in h.log.partitions.values() for _, v in p]
     assert written[-1] is not None and written[-1][:2] == b"\x00\x01"  # value v1 carries the expiry
     assert decode_offset_value(written[-1]).expire_timestamp == h.time.now_ms() + 1000
-    h.time.advance(1000)
+    h.time.advance(999)
+    assert h.coordinator.expire_offsets() == 0
+    h.time.advance(1)
     assert h.coordinator.expire_offsets() == 1
+
+
+def test_a_retention_time_near_2_63_wraps_as_a_java_long_and_expires_at_the_next_sweep() -> None:
+    # Found by the fuzzer: now + retention overflowed int64 and the encoder's error reached the connection.
+    # 2.6 adds two longs, the sum wraps to a past time, and the sweep drops the offset.
+    h = Harness()
+    request = OffsetCommitRequest(group_id="g", generation_id=-1, retention_time_ms=2**63 - 1, topics=[
+        OffsetCommitRequest.OffsetCommitRequestTopic(name="t", partitions=[
+            OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+                partition_index=0, committed_offset=4)])])
+    assert h.coordinator.offset_commit(request, 2).result().topics[0].partitions[0].error_code == 0
+    written = [v for p in h.log.partitions.values() for _, v in p]
+    now = h.time.now_ms()
+    assert decode_offset_value(written[-1]).expire_timestamp == now + 2**63 - 1 - 2**64
+    assert h.fetch("g", None) == {T0: (4, "")}
+    assert h.coordinator.expire_offsets() == 1
+    assert h.fetch("g", None) == {}
+
+
+@pytest.mark.parametrize("n, java", [(2**63 - 1, 2**63 - 1), (2**63, -2**63), (-2**63, -2**63),
+                                     (-2**63 - 1, 2**63 - 1), (0, 0)])
+def test_wrap_int64_is_java_long_arithmetic(n: int, java: int) -> None:
+    assert wrap_int64(n) == java
 
 
 def test_delete_groups_writes_tombstones_and_refuses_live_groups() -> None:

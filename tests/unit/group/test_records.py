@@ -88,9 +88,9 @@ def test_offset_value_with_explicit_expiry_is_written_as_v1() -> None:
 
 def test_offset_value_v0_and_v2_read_without_epoch_or_expiry() -> None:
     raw0 = struct.pack(">hq", 0, 5) + kstr("x") + struct.pack(">q", 99)
-    assert decode_offset_value(raw0) == OffsetValue(5, "x", 99, -1, -1)
+    assert decode_offset_value(raw0) == OffsetValue(5, "x", 99, None, -1)
     raw2 = struct.pack(">hq", 2, 5) + kstr("x") + struct.pack(">q", 99)
-    assert decode_offset_value(raw2) == OffsetValue(5, "x", 99, -1, -1)
+    assert decode_offset_value(raw2) == OffsetValue(5, "x", 99, None, -1)
 
 
 def test_group_value_v0_members_get_session_timeout_as_rebalance_timeout() -> None:
@@ -139,10 +139,10 @@ def test_group_values_round_trip_at_every_version(value: GroupMetadataValue, ver
 
 
 @given(st.builds(OffsetValue, st.integers(-1, 2**62), names, st.integers(-1, 2**62),
-                 st.one_of(st.just(-1), st.integers(0, 2**62)), st.integers(-1, 2**31 - 1)))
+                 st.one_of(st.none(), st.integers(-2**63, 2**63 - 1)), st.integers(-1, 2**31 - 1)))
 def test_offset_values_round_trip_in_the_version_2_6_picks(value: OffsetValue) -> None:
     decoded = decode_offset_value(encode_offset_value(value))
-    if value.expire_timestamp >= 0:  # v1 has no leader epoch
+    if value.expire_timestamp is not None:  # v1 has no leader epoch
         assert decoded == OffsetValue(value.offset, value.metadata, value.commit_timestamp,
                                       value.expire_timestamp, -1)
     else:
