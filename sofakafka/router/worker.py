@@ -92,6 +92,9 @@ class Router:
         self._consumer: Any = None
         self._producer: Any = None
         self.transactions = 0
+        self._committed: dict[tuple[str, int], int] = {}
+        """Where this process last committed each partition it holds (or found committed), to notice a position
+        that moved past transaction markers alone (``_commit_markers``)."""
 
     # -- set-up ------------------------------------------------------------------------------------------------------
     def _common(self) -> dict[str, Any]:
@@ -147,7 +150,10 @@ class Router:
         self._consumer.subscribe(sorted(self.by_source), on_revoke=self._on_revoke)
 
     def _on_revoke(self, consumer: Any, partitions: Sequence[Any]) -> None:
-        # Batches are committed before the next poll, the only place a rebalance can happen: nothing to do.
+        # Batches are committed before the next poll, the only place a rebalance can happen: nothing to do but
+        # forget where they were (their next owner commits them from now on).
+        for p in partitions:
+            self._committed.pop((p.topic, p.partition), None)
         log.info("partitions revoked: %s", ", ".join(f"{p.topic}-{p.partition}" for p in partitions))
 
     # -- copying -----------------------------------------------------------------------------------------------------
@@ -224,6 +230,42 @@ class Router:
                 nxt[(tp.topic, tp.partition)] = tp.offset
         return [TopicPartition(t, p, o) for (t, p), o in sorted(nxt.items())]
 
+    def _commit_markers(self) -> None:
+        """After a poll with no record: commit the partitions whose position moved past transaction markers alone.
+
+        A marker is never returned as a record. When a transaction's records come in one fetch and its marker in
+        the next (read_committed sees the records once the marker is written, but the marker only when the high
+        watermark passes it too), the batch of records commits the marker's offset and the position then steps
+        over it with nothing to process: the rule's lag would stay at 1 for good."""
+        from confluent_kafka import TopicPartition
+
+        assignment = self._consumer.assignment()
+        unknown = [tp for tp in assignment if (tp.topic, tp.partition) not in self._committed]
+        if unknown:
+            for tp in self._consumer.committed(unknown, timeout=30):
+                self._committed[(tp.topic, tp.partition)] = tp.offset
+        moved = [tp for tp in self._consumer.position(assignment)
+                 if tp.offset >= 0 and tp.offset > self._committed.get((tp.topic, tp.partition), tp.offset)]
+        if not moved:
+            return
+        offsets = [TopicPartition(tp.topic, tp.partition, tp.offset) for tp in moved]
+        if not self.config.exactly_once:
+            self._consumer.commit(offsets=offsets, asynchronous=False)
+        else:
+            from confluent_kafka import KafkaException
+
+            self._producer.begin_transaction()
+            try:
+                self._producer.send_offsets_to_transaction(offsets, self._consumer.consumer_group_metadata(), 60)
+                self._commit_transaction()
+            except KafkaException as exc:
+                if exc.args[0].fatal():
+                    raise
+                log.warning("committing offsets past transaction markers failed, tried again when idle: %s", exc)
+                self._producer.abort_transaction(60)
+                return
+        self._committed.update(((tp.topic, tp.partition), tp.offset) for tp in offsets)
+
     def _rewind(self) -> None:
         """After an aborted transaction: back to the committed offsets, so the batch is copied again."""
         assignment = self._consumer.assignment()
@@ -246,6 +288,7 @@ class Router:
             if self._producer.flush(60) != 0 or errors:
                 raise RouterError(f"copies not acknowledged: {errors[:3]}")
             self._consumer.commit(offsets=offsets, asynchronous=False)
+            self._committed.update(((tp.topic, tp.partition), tp.offset) for tp in offsets)
             return
         self._producer.begin_transaction()
         try:
@@ -255,6 +298,7 @@ class Router:
             self._producer.send_offsets_to_transaction(offsets, self._consumer.consumer_group_metadata(), 60)
             self._commit_transaction()
             self.transactions += 1
+            self._committed.update(((tp.topic, tp.partition), tp.offset) for tp in offsets)
         except (KafkaException, RouterError) as exc:
             error = exc.args[0] if isinstance(exc, KafkaException) else None
             if error is not None and error.fatal():
@@ -292,6 +336,8 @@ class Router:
                         log.debug("consumer event: %s", error)
                 if good:
                     self._process(good)
+                elif not messages:
+                    self._commit_markers()
                 if on_batch is not None:
                     on_batch(self)
         finally:
