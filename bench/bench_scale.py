@@ -19,11 +19,28 @@ embedded metadata store, a temporary ``log.dirs``) gets, one after the other:
    from the start until it listens, and until Metadata names a leader for every partition and a produce to
    the last partition succeeds. Open files again after that.
 
+With ``--brokers N`` (N > 1) the same partition counts go to a cluster of N brokers on one ZooKeeper
+(``sofakafka cluster up``, in a temporary directory), replication factor ``--replication-factor`` (default
+min(3, N)), ``--session-timeout-ms`` for the brokers' ZooKeeper sessions:
+
+1. **create** as above, until Metadata names a live leader for every partition and every replica is in its ISR.
+2. **one record into every partition** (one Produce request per topic and leader); ``--no-produce`` skips it.
+3. **metadata** from broker 1, all topics and one topic, as above.
+4. **kill -9 of a broker that is not the controller**: time until Metadata (from the others) names a live
+   leader for every partition again (this includes the ZooKeeper session timeout, the time ZooKeeper takes to
+   notice) and until the killed broker has left every ISR.
+5. **its restart** on the same data: time until it listens, and until it is back in the ISR of every
+   partition it is a replica of.
+
+Open files and RSS are the largest of the brokers'. Idle connections and produce/fetch latency are measured
+in single-broker runs only.
+
 Every wait has a deadline. The broker's stderr goes to ``<dir>/broker-<n>.log``; processes are killed and
 directories removed at the end, also on Ctrl-C. Needs an open-file limit above ``--idle-connections`` for
 this process and the broker (both raise their soft limit to the hard one). Run from the repository root::
 
     PYTHONPATH=. .venv/bin/python bench/bench_scale.py [--partitions 1000,10000] [--idle-connections 10000]
+    PYTHONPATH=. .venv/bin/python bench/bench_scale.py --brokers 3 --partitions 10000,100000 --idle-connections 0
 """
 
 from __future__ import annotations
@@ -31,6 +48,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import random
 import resource
 import shutil
 import signal
@@ -44,6 +62,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from sofakafka.cli import cluster as cl
 from sofakafka.client.client import KafkaClient, NewTopic
 from sofakafka.protocol.api import ApiKey
 from sofakafka.protocol.messages.api_versions import ApiVersionsRequest
@@ -82,6 +101,7 @@ def rss_mb(pid: int) -> float:
 def wait_for(what: str, condition: Callable[[], bool], deadline_s: float, interval: float = 0.05) -> float:
     """Seconds until ``condition()`` held; raises after ``deadline_s``."""
     start = time.monotonic()
+    last: BaseException | None = None
     while True:
         try:
             if condition():
@@ -162,12 +182,22 @@ def topic_names(partitions: int, per_topic: int) -> list[tuple[str, int]]:
     return names
 
 
-def all_led(client: KafkaClient, topics: list[tuple[str, int]]) -> bool:
+def all_led(client: KafkaClient, topics: list[tuple[str, int]], *, live: set[int] | None = None,
+            full_isr: bool = False, not_in_isr: int | None = None) -> bool:
+    """Every partition of ``topics`` has a leader (one of ``live`` when given); with ``full_isr`` every replica
+    is in the ISR; with ``not_in_isr`` that broker is in no ISR."""
     md = client.metadata([t for t, _ in topics])
     for name, n in topics:
         info = md.topics.get(name)
-        if info is None or len(info.partitions) != n or any(p.leader < 0 for p in info.partitions.values()):
+        if info is None or len(info.partitions) != n:
             return False
+        for p in info.partitions.values():
+            if p.leader < 0 or (live is not None and p.leader not in live):
+                return False
+            if full_isr and set(p.isr) != set(p.replicas):
+                return False
+            if not_in_isr is not None and not_in_isr in p.isr:
+                return False
     return True
 
 
@@ -178,29 +208,40 @@ def one_record_batch(value: bytes) -> bytes:
 
 
 def produce_everywhere(client: KafkaClient, topics: list[tuple[str, int]]) -> None:
+    """One record into every partition: one Produce request per topic and leader."""
     records = one_record_batch(b"x" * 100)
-    for name, n in topics:
-        request = ProduceRequest(acks=1, timeout_ms=30_000, transactional_id=None, topics=[
-            ProduceRequest.TopicProduceData(name=name, partitions=[
-                ProduceRequest.TopicProduceData.PartitionProduceData(partition_index=p, records=records)
-                for p in range(n)])])
-        response = client.send(request, node_id=0)
-        assert isinstance(response, ProduceResponse)
-        bad = [p for t in response.responses for p in t.partitions if p.error_code != 0]
-        if bad:
-            raise SystemExit(f"produce to {name}: {len(bad)} partitions failed, e.g. error {bad[0].error_code}")
+    md = client.metadata([t for t, _ in topics])
+    for name, _ in topics:
+        by_leader: dict[int, list[int]] = {}
+        for p in md.topics[name].partitions.values():
+            by_leader.setdefault(p.leader, []).append(p.partition)
+        for leader, partitions in sorted(by_leader.items()):
+            request = ProduceRequest(acks=1, timeout_ms=30_000, transactional_id=None, topics=[
+                ProduceRequest.TopicProduceData(name=name, partitions=[
+                    ProduceRequest.TopicProduceData.PartitionProduceData(partition_index=p, records=records)
+                    for p in sorted(partitions)])])
+            response = client.send(request, node_id=leader)
+            assert isinstance(response, ProduceResponse)
+            bad = [p for t in response.responses for p in t.partitions if p.error_code != 0]
+            if bad:
+                raise SystemExit(f"produce to {name} on broker {leader}: {len(bad)} partitions failed, "
+                                 f"e.g. error {bad[0].error_code}")
 
 
-def time_metadata(client: KafkaClient, topics: list[str] | None, samples: int) -> list[float]:
-    conn = client.connection(0)
+def time_metadata(client: KafkaClient, topics: list[str] | None, samples: int, node_id: int = 0) -> list[float]:
+    """Round trips of a Metadata request, until the last byte of the answer is in: the broker's time and the
+    bytes', not this client's decoding of 10,000 partitions."""
+    conn = client.connection(node_id)
     version = client.version(conn, ApiKey.METADATA)
     wanted = None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics]
+    request = MetadataRequest(topics=wanted, allow_auto_topic_creation=False)
     out = []
     for _ in range(samples):
         t0 = time.perf_counter()
-        response = conn.send(MetadataRequest(topics=wanted, allow_auto_topic_creation=False), version)
+        conn._round_trip(request, version, conn._deadline(None))
         out.append((time.perf_counter() - t0) * 1000)
-        assert isinstance(response, MetadataResponse)
+    response = conn.send(request, version)  # answered and decodable
+    assert isinstance(response, MetadataResponse) and all(t.error_code == 0 for t in response.topics)
     return out
 
 
@@ -299,6 +340,7 @@ def run_one(root: Path, partitions: int, args: argparse.Namespace, overrides: li
         print(f"fetch,   no other connections:  {fmt(f_none)}")
         row.update({
             "fds_created": str(fds_created), "fds_written": str(fds_written), "create_s": f"{create_s:.1f}",
+            "produce_all_s": f"{produce_all_s:.1f}",
             "led_s": f"{led_s:.1f}", "md_all": f"{statistics.median(md_all):.1f}",
             "md_one": f"{statistics.median(md_one):.2f}",
             "produce_none": f"{statistics.median(p_none):.2f} / {percentile(p_none, 0.99):.2f}",
@@ -343,6 +385,119 @@ def run_one(root: Path, partitions: int, args: argparse.Namespace, overrides: li
     return row
 
 
+def free_port_block(brokers: int) -> tuple[int, int]:
+    """A base port whose client, inter-broker and metrics blocks are free, and a ZooKeeper port."""
+    for _ in range(200):
+        # Below Linux's ephemeral range (32768+), where client sockets could take a port between check and bind.
+        base = random.randrange(20000, 32768 - cl.METRICS_PORT_OFFSET - brokers - 1)
+        wanted = [p for b in range(1, brokers + 1) for p in (base + b - 1, base + cl.INTERNAL_PORT_OFFSET + b - 1,
+                                                              base + cl.METRICS_PORT_OFFSET + b - 1)]
+        if all(cl._port_free("127.0.0.1", p) for p in [*wanted, base + 200]):
+            return base, base + 200
+    raise SystemExit("no free port block")
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def run_cluster(root: Path, partitions: int, args: argparse.Namespace, overrides: list[str]) -> dict[str, str]:
+    """One partition count on a fresh cluster of ``args.brokers`` brokers (module docstring)."""
+    directory = root / f"cluster-{partitions}"
+    base, zk_port = free_port_block(args.brokers)
+    rf = args.replication_factor or min(3, args.brokers)
+    topics = topic_names(partitions, args.partitions_per_topic)
+    deadline = args.deadline_s
+    row: dict[str, str] = {"partitions": f"{partitions:,}", "brokers": str(args.brokers), "rf": str(rf)}
+    extra = dict(kv.split("=", 1) for kv in overrides)
+    spec = cl.ClusterSpec(args.brokers, directory, base, zk_port, zk_tick_ms=500, overrides={
+        "zookeeper.session.timeout.ms": str(args.session_timeout_ms), **extra})
+    print(f"\n== {partitions:,} partitions in {len(topics)} topics, {args.brokers} brokers, RF {rf} "
+          f"(cluster in {directory})", flush=True)
+    state = None
+    try:
+        state = cl.up(spec, deadline_s=300)
+        ids = sorted(state.brokers)
+
+        def pids() -> dict[int, int]:
+            processes = cl.ClusterState.load(directory.resolve()).processes
+            return {i: next(p.pid for p in processes if p.name == f"broker-{i}") for i in ids}
+
+        def fds_and_rss() -> tuple[int, float]:
+            alive = [pid for pid in pids().values() if Path(f"/proc/{pid}").exists()]
+            return max(open_files(pid) for pid in alive), max(rss_mb(pid) for pid in alive)
+
+        client = KafkaClient(state.bootstrap_servers, request_timeout_ms=600_000)
+        t0 = time.monotonic()
+        for name, n in topics:
+            result = client.create_topics([NewTopic(name, n, rf)], timeout_ms=600_000)[name]
+            if result.error != 0:
+                raise SystemExit(f"create {name}: {result.error.name} {result.error_message}")
+        create_s = time.monotonic() - t0
+        led_s = create_s + wait_for("leaders for every partition", lambda: all_led(client, topics), deadline, 0.5)
+        isr_s = create_s + wait_for("every replica in its ISR", lambda: all_led(client, topics, full_isr=True),
+                                    deadline, 0.5)
+        fds, rss = fds_and_rss()
+        print(f"create: answered after {create_s:.1f} s, all led after {led_s:.1f} s, full ISRs after {isr_s:.1f} s; "
+              f"open files (largest broker) {fds}, rss {rss:.0f} MB", flush=True)
+        row.update({"create_s": f"{create_s:.1f}", "led_s": f"{led_s:.1f}", "isr_s": f"{isr_s:.1f}",
+                    "fds_created": str(fds)})
+        if not args.no_produce:
+            t0 = time.monotonic()
+            produce_everywhere(client, topics)
+            produce_all_s = time.monotonic() - t0
+            wait_for("every replica in its ISR after the writes", lambda: all_led(client, topics, full_isr=True),
+                     deadline, 0.5)
+            fds, rss = fds_and_rss()
+            print(f"one record into each partition: {produce_all_s:.1f} s; open files {fds}, rss {rss:.0f} MB",
+                  flush=True)
+            row.update({"produce_all_s": f"{produce_all_s:.1f}", "fds_written": str(fds)})
+        md_all = time_metadata(client, None, args.metadata_samples, node_id=ids[0])
+        md_one = time_metadata(client, [topics[0][0]], args.metadata_samples, node_id=ids[0])
+        print(f"metadata, all topics:   {fmt(md_all)}")
+        print(f"metadata, one topic:    {fmt(md_one)}", flush=True)
+        row.update({"md_all": f"{statistics.median(md_all):.1f}", "md_one": f"{statistics.median(md_one):.2f}"})
+        controller = client.metadata([]).controller_id
+        victim = max(i for i in ids if i != controller)
+        others = set(ids) - {victim}
+        led_by_victim = sum(1 for name, _ in topics for p in client.metadata([name]).topics[name].partitions.values()
+                            if p.leader == victim)
+        client.close()
+        client = KafkaClient(",".join(f"127.0.0.1:{state.brokers[i].external_port}" for i in sorted(others)),
+                             request_timeout_ms=600_000)
+        victim_pid = pids()[victim]
+        t0 = time.monotonic()
+        os.kill(victim_pid, signal.SIGKILL)
+        moved_s = wait_for("leaders on the surviving brokers", lambda: all_led(client, topics, live=others),
+                           deadline, 0.5)
+        left_isr_s = moved_s + wait_for("the killed broker out of every ISR",
+                                        lambda: all_led(client, topics, live=others, not_in_isr=victim), deadline, 0.5)
+        print(f"kill -9 of broker {victim} (led {led_by_victim:,}; controller {controller}; session timeout "
+              f"{args.session_timeout_ms} ms): every partition led by a live broker after {moved_s:.1f} s, "
+              f"out of every ISR after {left_isr_s:.1f} s", flush=True)
+        t0 = time.monotonic()
+        cl.restart_broker(directory, victim)
+        victim_port = state.brokers[victim].external_port
+        listen_s = wait_for("the restarted broker to listen", lambda: _listening(victim_port), deadline, 0.2)
+        back_s = listen_s + wait_for("the restarted broker back in every ISR",
+                                     lambda: all_led(client, topics, full_isr=True), deadline, 0.5)
+        fds, rss = fds_and_rss()
+        print(f"restart of broker {victim}: listening after {listen_s:.1f} s, back in every ISR after {back_s:.1f} s; "
+              f"open files {fds}, rss {rss:.0f} MB", flush=True)
+        row.update({"led_by_victim": f"{led_by_victim:,}", "failover_s": f"{moved_s:.1f}",
+                    "isr_shrunk_s": f"{left_isr_s:.1f}", "restart_listen_s": f"{listen_s:.1f}",
+                    "restart_isr_s": f"{back_s:.1f}", "fds_end": str(fds), "rss_end": f"{rss:.0f}"})
+        client.close()
+    finally:
+        if state is not None or (directory / "cluster.json").exists():
+            with suppress(cl.LauncherError):
+                cl.down(directory)
+        shutil.rmtree(directory, ignore_errors=True)
+    return row
+
+
 def _still_open(s: socket.socket) -> bool:
     s.setblocking(False)
     try:
@@ -363,6 +518,12 @@ def main() -> None:
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="extra broker override (repeatable)")
     parser.add_argument("--dir", default=None, help="where to put the brokers' data (default: a temp dir)")
+    parser.add_argument("--brokers", type=int, default=1,
+                        help="1: one broker, embedded metadata store; more: a ZooKeeper cluster (`sofakafka cluster up`)")
+    parser.add_argument("--replication-factor", type=int, default=0, help="cluster runs: default min(3, brokers)")
+    parser.add_argument("--session-timeout-ms", type=int, default=6000, help="cluster runs: zookeeper.session.timeout.ms")
+    parser.add_argument("--no-produce", action="store_true", help="cluster runs: skip the record into every partition")
+    parser.add_argument("--deadline-s", type=float, default=3600, help="cluster runs: the deadline of each wait")
     args = parser.parse_args()
     limit = raise_nofile()
     if limit < args.idle_connections + 100:
@@ -373,12 +534,20 @@ def main() -> None:
     rows = []
     try:
         for n in [int(x) for x in args.partitions.split(",") if x]:
-            rows.append(run_one(root, n, args, args.override))
+            if args.brokers > 1:
+                rows.append(run_cluster(root, n, args, args.override))
+            else:
+                rows.append(run_one(root, n, args, args.override))
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    keys = ["partitions", "fds_created", "fds_written", "fds_idle", "fds_recovered", "create_s", "led_s",
-            "md_all", "md_one", "produce_none", "produce_idle", "fetch_none", "fetch_idle", "recovery_listen_s",
-            "recovery_s"]
+    if args.brokers > 1:
+        keys = ["partitions", "brokers", "rf", "fds_created", "fds_written", "create_s", "led_s", "isr_s",
+                "produce_all_s", "md_all", "md_one", "led_by_victim", "failover_s", "isr_shrunk_s",
+                "restart_listen_s", "restart_isr_s", "fds_end", "rss_end"]
+    else:
+        keys = ["partitions", "fds_created", "fds_written", "fds_idle", "fds_recovered", "create_s", "led_s",
+                "produce_all_s", "md_all", "md_one", "produce_none", "produce_idle", "fetch_none", "fetch_idle",
+                "recovery_listen_s", "recovery_s"]
     print("\nsummary (latencies p50 / p99 ms; metadata p50 ms):")
     print(" | ".join(keys))
     for row in rows:

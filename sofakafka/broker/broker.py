@@ -39,7 +39,7 @@ import contextlib
 import functools
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -76,7 +76,7 @@ from sofakafka.client import ClientError
 from sofakafka.client.security import ClientSecurity
 from sofakafka.controller.embedded import EmbeddedMetadataServer
 from sofakafka.controller.kafka_controller import KafkaController
-from sofakafka.controller.metadata import ClusterMetadata, MetadataCache
+from sofakafka.controller.metadata import ClusterMetadata, MetadataCache, changed_partitions
 from sofakafka.controller.node import ControllerNode
 from sofakafka.controller.session import SessionRenewingStore
 from sofakafka.controller.store import MetadataStore, StoreError
@@ -93,6 +93,7 @@ from sofakafka.security.token_manager import DelegationTokenManager
 from sofakafka.storage.cleaner import LogCleaner
 from sofakafka.storage.config import LogConfig
 from sofakafka.storage.errors import InvalidLogConfigError
+from sofakafka.storage.log import Log
 from sofakafka.storage.log_manager import LogManager
 from sofakafka.storage.segment import set_clock_offset_ms
 
@@ -154,6 +155,11 @@ class Broker:
         self._periodic: list[asyncio.Task[None]] = []
         self._metadata_dirty = False
         self._metadata_task: asyncio.Task[None] | None = None
+        # What _apply_metadata applied last (None: nothing yet, the next pass looks at everything), the dynamic
+        # broker configs it applied, and the partitions its next pass looks at whether or not they changed.
+        self._applied: ClusterMetadata | None = None
+        self._applied_dynamic: dict[str, str] = {}
+        self._reapply: set[tuple[str, int]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._static_broker_props = {k: str(v) for k, v in config.originals.items()}
         self.default_log_config = LogConfig.from_broker_props(self._static_broker_props)
@@ -601,48 +607,102 @@ class Broker:
     async def _apply_metadata(self) -> None:
         """Lead what the metadata says we lead, stop serving what moved away, follow config changes.
 
-        Runs on every metadata change, so nothing here may cost per partition more than a comparison: the
-        partitions to lead are gathered and handed to the replica manager in one batch (their logs and epoch
-        checkpoints are written together), and a topic's log config is computed once per topic, not once per
-        partition.
+        Runs on every metadata change, so its work is proportional to what changed, not to what the broker holds:
+        the partitions looked at are those whose metadata differs from the snapshot applied last
+        (``changed_partitions``: the cache keeps the objects of what did not change), plus those a previous pass
+        could not settle or that were stopped outside it (``_reapply``); the first pass looks at everything,
+        the logs on disk included. The partitions to lead are handed to the replica manager in one batch (their
+        logs and epoch checkpoints are written together), and a topic's log config is computed once per topic.
+        If a pass fails, the next one starts again from the snapshot applied last, so nothing is skipped.
         """
         snap = self.node.cache.snapshot()
+        previous = self._applied
         # Dynamic connection limits (max.connections and its kin): cluster-wide default, then this broker's own.
-        await self.server.reconfigure({**snap.broker_config(None), **snap.broker_config(self.broker_id)})
+        dynamic = {**snap.broker_config(None), **snap.broker_config(self.broker_id)}
+        await self.server.reconfigure(dynamic)
         self.log_manager.mover.set_rate(self._alter_log_dirs_rate(snap))
         rm = self.replica_manager
-        wanted: set[tuple[str, int]] = set()
+        scope: set[tuple[str, int]]
+        if previous is None:
+            scope = {(p.topic, p.partition) for t in (*snap.topics.values(), *snap.deleting.values())
+                     for p in t.partitions.values()}
+            scope.update(part.tp for part in rm.partitions)
+            scope.update(rm.follower_logs)
+            scope.update((lg.topic, lg.partition) for lg in self.log_manager.all_logs)
+        else:
+            scope = changed_partitions(previous, snap)
+        # Taken, not read: a StopReplica during this pass adds to the next pass's set.
+        reapply, self._reapply = self._reapply, set()
+        scope |= reapply
+        try:
+            retry = await self._apply_partitions(snap, previous, dynamic, scope)
+        except BaseException:
+            self._reapply |= reapply
+            raise
+        self._applied = snap
+        self._applied_dynamic = dynamic
+        self._reapply |= retry
+
+    async def _apply_partitions(self, snap: ClusterMetadata, previous: ClusterMetadata | None,
+                                dynamic: Mapping[str, str], scope: set[tuple[str, int]]) -> set[tuple[str, int]]:
+        """``_apply_metadata`` for the partitions of ``scope``; returns those to look at again next time."""
+        rm = self.replica_manager
+        retry: set[tuple[str, int]] = set()
         to_lead: list[LeaderState] = []
-        for topic in snap.topics.values():
-            for p in topic.partitions.values():
-                if p.leader != self.broker_id:
-                    continue
-                wanted.add((p.topic, p.partition))
-                if self.log_manager.is_offline(p.topic, p.partition):
-                    continue  # its log dir failed: it answers KAFKA_STORAGE_ERROR until the controller moves it
-                current = rm.get_partition((p.topic, p.partition))
-                if current is not None and current.leader_epoch == p.leader_epoch and p.zk_version < current.zk_version:
-                    continue  # an older state than our own last ISR write: the newer one is on its way
-                if (current is None or current.leader_epoch != p.leader_epoch or current.isr != list(p.isr)
-                        or current.replicas != list(p.replicas)):
-                    if current is None and self._replication is not None:
-                        await self._replication.before_leading((p.topic, p.partition))
-                    to_lead.append(LeaderState(p.topic, p.partition, p.leader_epoch, tuple(p.replicas), tuple(p.isr),
-                                               p.zk_version, p.controller_epoch))
+        for tp in sorted(scope):
+            p = snap.partition(*tp)
+            if p is None or p.leader != self.broker_id:
+                continue
+            if self.log_manager.is_offline(*tp):
+                continue  # its log dir failed: it answers KAFKA_STORAGE_ERROR until the controller moves it
+            current = rm.get_partition(tp)
+            if current is not None and current.leader_epoch == p.leader_epoch and p.zk_version < current.zk_version:
+                continue  # an older state than our own last ISR write: the newer one is on its way
+            if (current is None or current.leader_epoch != p.leader_epoch or current.isr != list(p.isr)
+                    or current.replicas != list(p.replicas)):
+                if current is None and self._replication is not None:
+                    await self._replication.before_leading(tp)
+                to_lead.append(LeaderState(p.topic, p.partition, p.leader_epoch, tuple(p.replicas), tuple(p.isr),
+                                           p.zk_version, p.controller_epoch))
         if to_lead:
-            await rm.become_leaders(to_lead)
-        for part in rm.partitions:
-            if part.tp not in wanted and part.topic not in snap.deleting:
+            led = {part.tp for part in await rm.become_leaders(to_lead)}
+            # A log that could not be opened is tried again on the next pass, as long as we are to lead it.
+            retry.update((st.topic, st.partition) for st in to_lead if (st.topic, st.partition) not in led)
+        for tp in sorted(scope):
+            part = rm.get_partition(tp)
+            if part is None or tp[0] in snap.deleting:
+                continue
+            p = snap.partition(*tp)
+            if p is None or p.leader != self.broker_id:
                 # Leadership moved elsewhere: stop serving it; replication below makes us its follower. (A topic
                 # whose deletion started waits for the controller's StopReplica; one gone altogether was deleted
                 # without us, and its log goes in _delete_removed_replicas.)
                 await rm.stop_replica(part.topic, part.partition, delete=False)
         if self._replication is not None:
-            await self._replication.apply(snap)
-            await self._delete_removed_replicas(snap)
+            await self._replication.apply(snap, scope)
+            await self._delete_removed_replicas(snap, scope)
+        # Log configs: of every log when the dynamic broker defaults changed, else of the partitions in scope (new
+        # logs among them) and of every partition of a topic whose overrides changed.
+        if previous is None or self._applied_dynamic != dynamic:
+            hosted: Iterable[tuple[str, int]] = [part.tp for part in rm.partitions] + list(rm.follower_logs)
+        else:
+            configured: set[str] = set()
+            if previous.topic_configs is not snap.topic_configs:
+                for name in previous.topic_configs.keys() | snap.topic_configs.keys():
+                    if previous.topic_configs.get(name) is not snap.topic_configs.get(name):
+                        configured.add(name)
+            hosted = set(scope)
+            for name in configured:
+                found = snap.topics.get(name) or snap.deleting.get(name)
+                hosted.update((name, number) for number in (found.partitions if found is not None else ()))
+        logs: list[tuple[str, Log]] = []
+        for tp in hosted:
+            part = rm.get_partition(tp)
+            lg = part.log if part is not None else rm.follower_logs.get(tp)
+            if lg is not None:
+                logs.append((tp[0], lg))
         configs: dict[str, LogConfig] = {}
-        for topic_name, lg in [(part.topic, part.log) for part in rm.partitions] + \
-                [(tp[0], lg) for tp, lg in list(rm.follower_logs.items())]:
+        for topic_name, lg in logs:
             cfg = configs.get(topic_name)
             if cfg is None:
                 cfg = configs[topic_name] = self.topic_log_config(topic_name, snap)
@@ -653,6 +713,7 @@ class Broker:
             self._groups.on_metadata_applied(snap)
         if self._txns is not None:
             self._txns.on_metadata_applied(snap)
+        return retry
 
     # -- StopReplica --------------------------------------------------------------------------------------------------
     # StopReplicaSender: the controller (on its thread) asks for the replicas of a topic being deleted. Ours go the
@@ -733,6 +794,9 @@ class Broker:
             else:
                 results[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
         live = await self._topics_still_live({tp.topic for tp in stopping if partitions[tp][1]})
+        # Stopped here, not by a metadata pass: the next pass looks at them whether or not their metadata changes
+        # (and follows or leads them again if the metadata says so, as it would have before passes were partial).
+        self._reapply.update((tp.topic, tp.partition) for tp in stopping)
         for tp in stopping:
             delete = partitions[tp][1]
             if delete and tp.topic in live:
@@ -786,7 +850,7 @@ class Broker:
             log.exception("deleting replica %s-%d failed", tp.topic, tp.partition)
             return ErrorCode.KAFKA_STORAGE_ERROR
 
-    async def _delete_removed_replicas(self, snap: ClusterMetadata) -> None:
+    async def _delete_removed_replicas(self, snap: ClusterMetadata, scope: Iterable[tuple[str, int]]) -> None:
         """StopReplica(delete=true) of a completed reassignment, in the watch design: a replica the assignment no
         longer names, which neither leads nor is in the ISR (so the state znode agrees it is gone, whichever of the
         two znodes the cache saw first), deletes its log. Replication.apply has already stopped following it.
@@ -796,9 +860,15 @@ class Broker:
         topic's, was deleted while this broker was away (a replica reassigned away while it was down, then the
         topic deleted): nobody will ever ask for it, so it goes too. Kafka 2.6 would keep such a stray log
         forever. A log can only exist for a topic this broker saw in the tree (logs are created from the
-        metadata), and the tree is the cluster's own (the cluster id in meta.properties is checked at start-up)."""
+        metadata), and the tree is the cluster's own (the cluster id in meta.properties is checked at start-up).
+
+        Only the logs of ``scope`` are looked at: the partitions whose metadata changed (every log on the first
+        pass after start-up)."""
         rm = self.replica_manager
-        for topic, partition in [(lg.topic, lg.partition) for lg in self.log_manager.all_logs]:
+        lm = self.log_manager
+        for topic, partition in sorted(scope):
+            if lm.get_log(topic, partition) is None:
+                continue
             found = snap.topics.get(topic) or snap.deleting.get(topic)
             p = None if found is None else found.partitions.get(partition)
             if p is not None and (self.broker_id in p.replicas or p.leader == self.broker_id

@@ -158,11 +158,17 @@ class CoordinatorPartitions(ABC, Generic[L]):
         """Load what this broker now leads, unload what it no longer leads."""
         if self._stopped:
             return
-        led = {p.partition: p.leader_epoch for p in self._ctx.replica_manager.partitions if p.topic == self.topic}
+        # The topic's partitions looked up one by one (a few dozen), not every partition this broker leads: this
+        # runs after every metadata change. One added to the topic later (beyond the count) is left alone: Kafka
+        # never maps a key there either.
         count = self._partition_count()
+        rm = self._ctx.replica_manager
+        led: dict[int, int] = {}
+        for partition in range(count):
+            part = rm.get_partition((self.topic, partition))
+            if part is not None:
+                led[partition] = part.leader_epoch
         for partition in sorted(led):
-            if partition >= count:
-                continue  # a partition added to the topic later: Kafka never maps a key there either
             epoch = led[partition]
             known = self._epochs.get(partition)
             if known == epoch and (partition in self._loads or self._owns(partition)):

@@ -27,15 +27,31 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from sofakafka.broker.replica_manager import Partition, ReplicaManager
 from sofakafka.controller import zk_data, zk_paths
-from sofakafka.controller.store import BadVersionError, MetadataStore, NoNodeError, StoreError
+from sofakafka.controller.store import (
+    BadVersionError,
+    MetadataStore,
+    OpResult,
+    SetDataOp,
+    StoreError,
+    ZnodeStat,
+)
 from sofakafka.controller.zk_data import PartitionState, TopicPartition
 from sofakafka.storage.segment import wall_clock_ms
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class _IsrWrite:
+    part: Partition
+    new_isr: list[int]
+    state: PartitionState
+    expected: int  # the state znode version the write is conditioned on
 
 # Kafka 2.6 propagates ISR change notifications at most every 2.5 s (ReplicaManager.IsrChangePropagationInterval).
 ISR_CHANGE_PROPAGATION_MS = 2500
@@ -52,6 +68,8 @@ class IsrManager:
         self._pending_notifications: set[TopicPartition] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._writes: set[asyncio.Task[None]] = set()
+        self._queued: list[_IsrWrite] = []
+        self._writer: asyncio.Task[None] | None = None
         self._stopped = False
 
     def start(self) -> None:
@@ -103,38 +121,58 @@ class IsrManager:
             self._start_write(part, new_isr)
 
     def _start_write(self, part: Partition, new_isr: list[int]) -> None:
+        """Queue the ISR change; one writer sends whatever is queued together (``multi_many``: pipelined on
+        ZooKeeper), so a broker returning to the ISR of thousands of partitions costs their leaders a few batches,
+        not a round trip each. The state and the version it is conditioned on are taken now, as a write sent at
+        once would have: a controller write in between makes it fail rather than undo the controller's ISR."""
         part.isr_update_in_flight = True
         part.pending_isr = list(new_isr)
-        task = asyncio.get_running_loop().create_task(self._write_isr(part, new_isr))
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
+        state = PartitionState(self.broker_id, part.leader_epoch, part.controller_epoch, tuple(new_isr))
+        self._queued.append(_IsrWrite(part, list(new_isr), state, part.zk_version))
+        if self._writer is None or self._writer.done():
+            task = asyncio.get_running_loop().create_task(self._write_queued(), name="isr writes")
+            self._writer = task
+            self._writes.add(task)
+            task.add_done_callback(self._writes.discard)
 
-    async def _write_isr(self, part: Partition, new_isr: list[int]) -> None:
-        try:
-            state = PartitionState(self.broker_id, part.leader_epoch, part.controller_epoch, tuple(new_isr))
-            path = zk_paths.topic_partition_state_path(part.topic, part.partition)
-            expected = part.zk_version
-
-            def write() -> int | None:
-                try:
-                    return self._store.set(path, state.encode(), version=expected).version
-                except BadVersionError:
-                    return None
-
+    async def _write_queued(self) -> None:
+        while self._queued and not self._stopped:
+            batch, self._queued = self._queued, []
             try:
-                version = await self._run_blocking(write)
-            except (StoreError, NoNodeError) as exc:
-                log.warning("%s-%d: ISR update to %s failed: %s", part.topic, part.partition, new_isr, exc)
-                return
-            if version is None:
+                await self._write_isr(batch)
+            except Exception:  # the writer must outlive a bug, or every later ISR change would wait forever
+                log.exception("writing %d ISR changes failed", len(batch))
+            finally:
+                for write in batch:
+                    write.part.isr_update_in_flight = False
+                    write.part.pending_isr = None
+
+    async def _write_isr(self, batch: list[_IsrWrite]) -> None:
+        def write() -> list[list[OpResult] | StoreError]:
+            return self._store.multi_many([
+                [SetDataOp(zk_paths.topic_partition_state_path(w.part.topic, w.part.partition), w.state.encode(),
+                           w.expected)] for w in batch])
+
+        try:
+            outcomes = await self._run_blocking(write)
+        except StoreError as exc:
+            outcomes = [exc] * len(batch)
+        for w, outcome in zip(batch, outcomes, strict=True):
+            part, new_isr, state = w.part, w.new_isr, w.state
+            if isinstance(outcome, BadVersionError):
                 # The controller (or a newer leader) wrote first; its state reaches us through the metadata
                 # cache and a still-needed change is made again then.
                 log.info("%s-%d: ISR update skipped, the state znode moved past version %d", part.topic,
-                         part.partition, expected)
-                return
+                         part.partition, w.expected)
+                continue
+            if isinstance(outcome, StoreError):
+                log.warning("%s-%d: ISR update to %s failed: %s", part.topic, part.partition, new_isr, outcome)
+                continue
+            stat = outcome[0]
+            assert isinstance(stat, ZnodeStat)
             if self._rm.get_partition(part.tp) is not part or part.leader_epoch != state.leader_epoch:
-                return
-            part.zk_version = version
+                continue
+            part.zk_version = stat.version
             if len(new_isr) < len(part.isr):
                 self._rm.metrics.isr_shrinks += 1
             elif len(new_isr) > len(part.isr):
@@ -150,9 +188,6 @@ class IsrManager:
             else:
                 # A shrink below min.insync.replicas must fail waiting acks=-1 produces now.
                 self._rm.produce_purgatory.check_and_complete(part.tp)
-        finally:
-            part.isr_update_in_flight = False
-            part.pending_isr = None
 
     async def _propagate(self) -> None:
         if not self._pending_notifications:

@@ -632,13 +632,23 @@ class ReplicaFetcherManager:
 
     async def apply(self, wanted: Mapping[TopicPartition, PartitionMetadata]) -> None:
         """Follow exactly ``wanted`` (partitions we are a replica of and do not lead)."""
+        changes: dict[TopicPartition, PartitionMetadata | None] = {tp: None for tp in self._followed if tp not in wanted}
+        changes.update(wanted)
+        await self.update(changes)
+
+    async def update(self, changes: Mapping[TopicPartition, PartitionMetadata | None]) -> None:
+        """Follow each partition of ``changes`` mapped to its metadata (one we are a replica of and do not lead),
+        stop following those mapped to None; partitions not in ``changes`` stay as they are. Costs per partition
+        of ``changes``, not per partition followed."""
         rm = self.replica_manager
-        for tp in list(self._followed):
-            if tp not in wanted:
+        for tp, p in changes.items():
+            if p is None and tp in self._followed:
                 await self.stop_following(tp)
         # Logs of partitions followed for the first time are created together (a new topic brings many).
-        await rm.open_follower_logs([tp for tp in wanted if tp not in self._followed])
-        for tp, p in wanted.items():
+        await rm.open_follower_logs([tp for tp, p in changes.items() if p is not None and tp not in self._followed])
+        for tp, p in changes.items():
+            if p is None:
+                continue
             current = self._followed.get(tp)
             if current is not None and current.leader == p.leader and current.leader_epoch == p.leader_epoch:
                 continue

@@ -365,6 +365,9 @@ class ReplicaManager:
         # (never per record); the ISR manager and the replica fetchers count theirs into the same object.
         self.metrics = metrics if metrics is not None else BrokerMetrics()
         self._partitions: dict[TopicPartition, Partition] = {}
+        # Per topic, how many times a partition of it started or stopped being led here: what a reader that keeps
+        # something derived from which partitions are served (the Metadata handler's encoded topics) compares.
+        self._hosted_changes: dict[str, int] = {}
         # Logs of the partitions this broker follows (replica_fetcher fills and empties it).
         self.follower_logs: dict[TopicPartition, Log] = {}
         # The leader epoch each followed partition is followed at (for KIP-320 checks on KIP-392 reads).
@@ -383,6 +386,13 @@ class ReplicaManager:
     # -- partitions ---------------------------------------------------------------------------------------------
     def get_partition(self, tp: TopicPartition) -> Partition | None:
         return self._partitions.get(tp)
+
+    def hosted_version(self, topic: str) -> int:
+        """Changes each time a partition of ``topic`` starts or stops being led here (and only then)."""
+        return self._hosted_changes.get(topic, 0)
+
+    def _hosted_changed(self, topic: str) -> None:
+        self._hosted_changes[topic] = self._hosted_changes.get(topic, 0) + 1
 
     def check_known(self, topic: str, partition: int) -> None:
         """UNKNOWN_TOPIC_OR_PARTITION for a partition the metadata does not have: a topic it does not know (or
@@ -502,6 +512,7 @@ class ReplicaManager:
 
         for part in await self.run_append(open_logs):
             self._partitions[part.tp] = part
+            self._hosted_changed(part.topic)
             out.append(part)
         return out
 
@@ -529,7 +540,8 @@ class ReplicaManager:
 
     async def stop_replica(self, topic: str, partition: int, *, delete: bool) -> None:
         """Stop hosting the partition; with ``delete`` its log goes too (topic deletion)."""
-        self._partitions.pop((topic, partition), None)
+        if self._partitions.pop((topic, partition), None) is not None:
+            self._hosted_changed(topic)
         if delete:
             self.follower_logs.pop((topic, partition), None)
             self.follower_epochs.pop((topic, partition), None)

@@ -7,7 +7,7 @@ of what it leads); this makes it a follower of every other partition it is a rep
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from sofakafka.broker.config import KafkaConfig
@@ -56,16 +56,28 @@ class Replication:
         append."""
         await self.fetchers.stop_following(tp)
 
-    async def apply(self, snapshot: ClusterMetadata) -> None:
-        wanted: dict[TopicPartition, PartitionMetadata] = {}
-        # A replica in a failed log dir is not followed (Kafka removes its fetcher): there is no log to append to.
+    async def apply(self, snapshot: ClusterMetadata, scope: Iterable[TopicPartition] | None = None) -> None:
+        """Follow every partition of ``snapshot`` we are a replica of and do not lead, and no other: all of them,
+        or, with ``scope``, just those of ``scope`` (the partitions whose metadata changed), the rest staying as
+        they are. A replica in a failed log dir is not followed (Kafka removes its fetcher): there is no log to
+        append to."""
         offline = self.replica_manager.log_manager.is_offline
-        for topic in snapshot.topics.values():
-            for p in topic.partitions.values():
-                if p.leader != self.broker_id and self.broker_id in p.replicas and \
-                        not offline(p.topic, p.partition):
-                    wanted[(p.topic, p.partition)] = p
-        await self.fetchers.apply(wanted)
+        if scope is None:
+            wanted: dict[TopicPartition, PartitionMetadata] = {}
+            for topic in snapshot.topics.values():
+                for p in topic.partitions.values():
+                    if p.leader != self.broker_id and self.broker_id in p.replicas and \
+                            not offline(p.topic, p.partition):
+                        wanted[(p.topic, p.partition)] = p
+            await self.fetchers.apply(wanted)
+            return
+        changes: dict[TopicPartition, PartitionMetadata | None] = {}
+        for tp in sorted(scope):
+            found = snapshot.partition(*tp)
+            followed = found is not None and found.leader != self.broker_id and self.broker_id in found.replicas \
+                and not offline(*tp)
+            changes[tp] = found if followed else None
+        await self.fetchers.update(changes)
 
     async def shutdown(self) -> None:
         await self.isr.stop()

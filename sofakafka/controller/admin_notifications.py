@@ -124,10 +124,7 @@ def on_isr_change_notification(controller: ControllerServices) -> None:
     try:
         # Kafka's updateLeaderAndIsrCache: our elections re-read the state anyway, but the cached ISR is what
         # the controller reasons with in between.
-        for tp in sorted(changed):
-            ctx = c.context.partitions.get(tp)
-            if ctx is not None:
-                c.refresh_state(tp, ctx)
+        c.refresh_states([(tp, ctx) for tp in sorted(changed) if (ctx := c.context.partitions.get(tp)) is not None])
     finally:
         delete_notifications(c, read)
 

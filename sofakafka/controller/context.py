@@ -152,6 +152,10 @@ class ControllerServices(Protocol):
         """Read ``tp``'s state znode into ``partition`` (leaders change the ISR without telling us)."""
         ...
 
+    def refresh_states(self, partitions: Sequence[tuple[TopicPartition, PartitionContext]]) -> None:
+        """``refresh_state`` for many partitions, their znodes read at once."""
+        ...
+
     # -- other duties -------------------------------------------------------------------------------------------
     def run_election(self, partitions: list[TopicPartition] | None,
                      election_type: ElectionType) -> dict[TopicPartition, ElectionResult]:

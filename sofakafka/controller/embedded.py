@@ -518,10 +518,10 @@ class EmbeddedMetadataServer:
         if self._fsync_enabled:
             _fsync_dir(self.directory)
 
-    def _append(self, record: bytes) -> None:
+    def _append(self, frame: bytes) -> None:
+        """Write framed records (one or several) and fsync them."""
         journal = self._journal
         assert journal is not None
-        frame = _frame(record)
         try:
             view = memoryview(frame)
             while view:
@@ -573,38 +573,65 @@ class EmbeddedMetadataServer:
 
     def _commit(self, session_id: int, ops: Sequence[Op]) -> list[OpResult]:
         """Validate and apply ``ops`` atomically, journal them, then queue their watch events."""
+        outcome = self._commit_many(session_id, [ops])[0]
+        if isinstance(outcome, StoreError):
+            raise outcome
+        return outcome
+
+    def _commit_many(self, session_id: int, transactions: Sequence[Sequence[Op]]) -> list[list[OpResult] | StoreError]:
+        """Each of ``transactions`` validated and applied atomically on its own (a failed one is reverted and its
+        error returned in its place), the successful ones journaled as one record each in a single write and
+        fsync (a group commit), then their watch events queued. A failed journal write reverts them all."""
         with self._lock:
             self._ensure_usable()
             tree = self._tree
-            zxid = tree.last_zxid + 1
-            now = int(time.time() * 1000)
-            undo: list[_Undo] = []
-            changes: list[_Change] = []
-            results: list[OpResult] = []
+            first_zxid = tree.last_zxid
+            applied: list[_Undo] = []
+            committed: list[list[_Change]] = []
+            frames: list[bytes] = []
+            outcomes: list[list[OpResult] | StoreError] = []
             try:
-                for index, op in enumerate(ops):
+                for ops in transactions:
+                    zxid = tree.last_zxid + 1
+                    now = int(time.time() * 1000)
+                    undo: list[_Undo] = []
+                    changes: list[_Change] = []
+                    results: list[OpResult] = []
                     try:
-                        results.append(self._plan(tree, op, session_id, zxid, now, undo, changes))
+                        for index, op in enumerate(ops):
+                            try:
+                                results.append(self._plan(tree, op, session_id, zxid, now, undo, changes))
+                            except StoreError as exc:
+                                exc.op_index = index
+                                raise
                     except StoreError as exc:
-                        exc.op_index = index
-                        raise
-                if changes:
-                    self._append(_encode_record(zxid, now, changes))
+                        for revert in reversed(undo):
+                            revert()
+                        outcomes.append(exc)
+                        continue
+                    if changes:
+                        frames.append(_frame(_encode_record(zxid, now, changes)))
+                        tree.last_zxid = zxid
+                        applied.extend(undo)
+                        committed.append(changes)
+                    outcomes.append(results)
+                if frames:
+                    self._append(b"".join(frames))
             except BaseException:
-                for revert in reversed(undo):
+                for revert in reversed(applied):
                     revert()
+                tree.last_zxid = first_zxid
                 raise
-            if changes:
-                tree.last_zxid = zxid
+            for changes in committed:
                 self._records_since_snapshot += 1
                 self._fire(changes)
-                if self._records_since_snapshot >= self.snapshot_interval_ops:
-                    try:
-                        self._write_snapshot()
-                    except OSError:
-                        # The change itself is durable in the journal; a failed snapshot is retried later.
-                        log.exception("metadata snapshot failed")
-            return results
+            if committed and self._records_since_snapshot >= self.snapshot_interval_ops:
+                try:
+                    self._write_snapshot()
+                except OSError:
+                    # The change itself is durable in the journal; a failed snapshot is retried later.
+                    log.exception("metadata snapshot failed")
+            return outcomes
 
     def _plan(
         self,
@@ -864,6 +891,24 @@ class EmbeddedMetadataStore(MetadataStore):
     def multi(self, ops: Sequence[Op]) -> list[OpResult]:
         self._check_open()
         return self._server._commit(self._session_id, list(ops))
+
+    def multi_many(self, transactions: Sequence[Sequence[Op]]) -> list[list[OpResult] | StoreError]:
+        self._check_open()
+        return self._server._commit_many(self._session_id, [list(ops) for ops in transactions])
+
+    def get_many(self, paths: Sequence[str], watch: WatchCallback | None = None) -> list[tuple[bytes, ZnodeStat] | None]:
+        self._check_open()
+        server = self._server
+        out: list[tuple[bytes, ZnodeStat] | None] = []
+        with server._lock:  # one consistent view: nothing is created between a missing get and its exists
+            for path in paths:
+                validate_path(path)
+                if path in server._tree.nodes:
+                    out.append(server._read(path, self._session_id, watch, "get"))
+                else:
+                    server._read(path, self._session_id, watch, "exists")
+                    out.append(None)
+        return out
 
     def _single(self, op: Op) -> OpResult:
         try:

@@ -104,6 +104,7 @@ from sofakafka.controller.store import (
     NoNodeError,
     NotEmptyError,
     Op,
+    OpResult,
     SessionState,
     SetDataOp,
     StoreError,
@@ -121,6 +122,11 @@ from sofakafka.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+STATES_PER_MULTI = 100
+"""Partition states one fenced multi-op rewrites (about 15 KB)."""
+STATE_OPS_PER_MULTI = 1500
+"""Operations in one multi-op creating new partition states: about 200 KB, well under ZooKeeper's 1 MB request
+limit (``jute.maxbuffer``) whatever the topic's size."""
 R = TypeVar("R")
 
 
@@ -456,7 +462,8 @@ class KafkaController:
 
     def _load_topic(self, topic: str) -> list[TopicPartition]:
         """Read a topic's assignment (and arm its watch) and the states of partitions not yet known;
-        returns the partitions that were new to the context."""
+        returns the partitions that were new to the context. The states are read together (one listing of the
+        topic's partitions, then the existing state znodes at once), not one round trip per partition."""
         try:
             data, _ = self._store.get(zk_paths.topic_path(topic), self.watch)
         except NoNodeError:
@@ -465,17 +472,21 @@ class KafkaController:
         self.reassignments.on_assignment_loaded(topic, decoded)
         assignment = decoded.partitions
         self._context.assignments[topic] = {p: list(r) for p, r in assignment.items()}
-        added: list[TopicPartition] = []
-        for partition in sorted(assignment):
-            tp = TopicPartition(topic, partition)
-            if tp in self._context.partitions:
-                continue
-            added.append(tp)
-            try:
-                raw, stat = self._store.get(zk_paths.topic_partition_state_path(topic, partition))
-                self._context.partitions[tp] = PartitionContext(PartitionState.decode(raw), stat.version)
-            except NoNodeError:
-                self._context.partitions[tp] = PartitionContext(None, -1)
+        added = [TopicPartition(topic, partition) for partition in sorted(assignment)
+                 if TopicPartition(topic, partition) not in self._context.partitions]
+        if not added:
+            return added
+        try:
+            existing = {int(c) for c in self._store.get_children(zk_paths.topic_partitions_path(topic)) if c.isdigit()}
+        except NoNodeError:
+            existing = set()
+        with_node = [tp for tp in added if tp.partition in existing]
+        states = self._store.get_many([zk_paths.topic_partition_state_path(topic, tp.partition) for tp in with_node])
+        found = {tp: state for tp, state in zip(with_node, states, strict=True) if state is not None}
+        for tp in added:
+            read = found.get(tp)
+            self._context.partitions[tp] = (PartitionContext(None, -1) if read is None
+                                            else PartitionContext(PartitionState.decode(read[0]), read[1].version))
         return added
 
     # ---------------------------------------------------------------------------------------- events
@@ -534,9 +545,13 @@ class KafkaController:
     # ------------------------------------------------------------------------------- leader election
 
     def _elect_leaders(self, partitions: Sequence[TopicPartition]) -> None:
-        """Give each partition a live leader if it can have one; partitions without a state znode are new."""
-        new_states: list[Op] = []
-        created: set[str] = set()
+        """Give each partition a live leader if it can have one; partitions without a state znode are new.
+
+        Batched, since a broker failure or a new topic brings thousands: the new states go in fenced multi-ops
+        of bounded size, the states to re-elect are read together and written together (``_write_states``),
+        instead of a round trip (or two) per partition one after the other."""
+        new_states: list[tuple[TopicPartition, PartitionState]] = []
+        to_refresh: list[tuple[TopicPartition, PartitionContext]] = []
         for tp in sorted(partitions):
             ctx = self._context.partitions.get(tp)
             if ctx is None:
@@ -547,16 +562,22 @@ class KafkaController:
                 if not live:
                     log.warning("controller: no live replica for new partition %s (replicas %s)", tp, replicas)
                     continue
-                state = PartitionState(live[0], 0, self._context.epoch, tuple(live))
-                new_states += self._create_state_ops(tp, state, created)
-                ctx.state, ctx.zk_version = state, 0
+                new_states.append((tp, PartitionState(live[0], 0, self._context.epoch, tuple(live))))
                 continue
             if self._context.leader_serves(tp, ctx.state.leader) and tp not in self._context.offline:
                 continue
-            # Leaders shrink and expand the ISR in the znode themselves; electing from the ISR cached here
-            # could pick a replica that left the ISR since, and lose what it never had.
-            self.refresh_state(tp, ctx)
+            to_refresh.append((tp, ctx))
+        if new_states:
+            self._create_states(new_states)
+        # Leaders shrink and expand the ISR in the znode themselves; electing from the ISR cached here
+        # could pick a replica that left the ISR since, and lose what it never had.
+        self.refresh_states(to_refresh)
+        updates: list[tuple[TopicPartition, PartitionContext, PartitionState]] = []
+        for tp, ctx in to_refresh:
             old = ctx.state
+            assert old is not None
+            replicas = self._context.assignments.get(tp.topic, {}).get(tp.partition, [])
+            live = [r for r in replicas if self._context.is_replica_online(r, tp)]
             candidates = [r for r in live if r in old.isr]
             if candidates:
                 leader = candidates[0]
@@ -569,38 +590,110 @@ class KafkaController:
                 self._context.offline.add(tp)
                 continue
             self._context.offline.discard(tp)
-            self._update_state(tp, ctx, PartitionState(leader, old.leader_epoch + 1, self._context.epoch, isr))
-        if new_states:
-            self.fenced(new_states)
+            updates.append((tp, ctx, PartitionState(leader, old.leader_epoch + 1, self._context.epoch, isr)))
+        self._write_states(updates)
 
     def refresh_state(self, tp: TopicPartition, ctx: PartitionContext) -> None:
-        try:
-            raw, stat = self._store.get(zk_paths.topic_partition_state_path(tp.topic, tp.partition))
-        except NoNodeError:
-            return
-        ctx.state, ctx.zk_version = PartitionState.decode(raw), stat.version
+        self.refresh_states([(tp, ctx)])
 
-    def _create_state_ops(self, tp: TopicPartition, state: PartitionState, created: set[str]) -> list[Op]:
-        """Ops creating the state znode and whichever parents neither exist nor are in ``created`` (parents
-        this same multi-op creates); multi-ops cannot "create if missing", so look first."""
+    def refresh_states(self, partitions: Sequence[tuple[TopicPartition, PartitionContext]]) -> None:
+        """Read the state znodes of ``partitions`` (all at once) into their contexts; a missing one is left as
+        it was."""
+        paths = [zk_paths.topic_partition_state_path(tp.topic, tp.partition) for tp, _ in partitions]
+        for (_, ctx), read in zip(partitions, self._store.get_many(paths), strict=True):
+            if read is not None:
+                ctx.state, ctx.zk_version = PartitionState.decode(read[0]), read[1].version
+
+    def _create_states(self, states: Sequence[tuple[TopicPartition, PartitionState]]) -> None:
+        """Create the state znodes of new partitions (and whichever parents are missing), in fenced multi-ops of
+        at most ``STATE_OPS_PER_MULTI`` operations: ZooKeeper refuses a request over ``jute.maxbuffer`` (1 MB),
+        which one multi-op for a topic of several thousand partitions would be. A controller that fails between
+        two of them leaves the rest without a state, which its successor elects (a failover elects every
+        partition without one). Multi-ops cannot "create if missing", so each topic's partitions are listed
+        first (one read per topic, not an existence check per partition)."""
+        existing: dict[str, set[str]] = {}
         ops: list[Op] = []
-        for path in (zk_paths.topic_partitions_path(tp.topic), zk_paths.topic_partition_path(tp.topic, tp.partition)):
-            if path not in created and self._store.exists(path) is None:
-                created.add(path)
-                ops.append(CreateOp(path))
-        ops.append(CreateOp(zk_paths.topic_partition_state_path(tp.topic, tp.partition), state.encode()))
-        return ops
+        done: list[tuple[TopicPartition, PartitionState]] = []
+        for tp, state in states:
+            children = existing.get(tp.topic)
+            if children is None:
+                try:
+                    children = set(self._store.get_children(zk_paths.topic_partitions_path(tp.topic)))
+                except NoNodeError:
+                    children = set()
+                    ops.append(CreateOp(zk_paths.topic_partitions_path(tp.topic)))
+                existing[tp.topic] = children
+            if str(tp.partition) not in children:
+                children.add(str(tp.partition))
+                ops.append(CreateOp(zk_paths.topic_partition_path(tp.topic, tp.partition)))
+            ops.append(CreateOp(zk_paths.topic_partition_state_path(tp.topic, tp.partition), state.encode()))
+            done.append((tp, state))
+            if len(ops) >= STATE_OPS_PER_MULTI:
+                self._commit_new_states(ops, done)
+                ops, done = [], []
+        if ops:
+            self._commit_new_states(ops, done)
+
+    def _commit_new_states(self, ops: list[Op], states: list[tuple[TopicPartition, PartitionState]]) -> None:
+        self.fenced(ops)
+        for tp, state in states:
+            ctx = self._context.partitions.get(tp)
+            if ctx is not None:
+                ctx.state, ctx.zk_version = state, 0
 
     def _update_state(self, tp: TopicPartition, ctx: PartitionContext, state: PartitionState) -> None:
-        path = zk_paths.topic_partition_state_path(tp.topic, tp.partition)
-        try:
-            self.fenced([SetDataOp(path, state.encode(), ctx.zk_version)])
-        except BadVersionError:
-            # The leader changed the ISR itself since we read it (issue 6): start from its version.
-            raw, stat = self._store.get(path)
-            ctx.state, ctx.zk_version = PartitionState.decode(raw), stat.version
+        self._write_states([(tp, ctx, state)])
+
+    def _write_states(self, updates: Sequence[tuple[TopicPartition, PartitionContext, PartitionState]]) -> None:
+        """Write each new state conditioned on the version its context holds, in fenced multi-ops of up to
+        ``STATES_PER_MULTI`` partitions sent together (pipelined on ZooKeeper, one fsync embedded): a failed
+        broker's ten thousand partitions are a few dozen requests, not ten thousand. A multi-op that failed (one of
+        its partitions lost its race) is sent again one partition per multi-op, so each partition's outcome is its
+        own. A write that lost its race to the leader's own ISR change (issue 6) is not retried: the context takes
+        what the leader wrote, and the next event that needs it decides again. A lost epoch fence raises
+        ``ControllerMovedError``, after the successful writes were recorded in the context."""
+        if not updates:
             return
-        ctx.state, ctx.zk_version = state, ctx.zk_version + 1
+        fence = CheckOp(zk_paths.CONTROLLER_EPOCH_PATH, self._context.epoch_zk_version)
+
+        def set_op(update: tuple[TopicPartition, PartitionContext, PartitionState]) -> SetDataOp:
+            tp, ctx, state = update
+            return SetDataOp(zk_paths.topic_partition_state_path(tp.topic, tp.partition), state.encode(), ctx.zk_version)
+
+        groups = [list(updates[i:i + STATES_PER_MULTI]) for i in range(0, len(updates), STATES_PER_MULTI)]
+        outcomes = self._store.multi_many([[fence, *map(set_op, group)] for group in groups])
+        Update = tuple[TopicPartition, PartitionContext, PartitionState]
+        done: list[Update] = []
+        alone: list[Update] = []
+        judged: list[tuple[Update, list[OpResult] | StoreError]] = []
+        failure: StoreError | None = None
+        for group, outcome in zip(groups, outcomes, strict=True):
+            if not isinstance(outcome, StoreError):
+                done += group
+            elif isinstance(outcome, BadVersionError) and outcome.op_index == 0:
+                failure = failure or outcome
+            elif len(group) == 1:
+                judged.append((group[0], outcome))
+            else:
+                alone += group
+        if alone and failure is None:
+            judged += zip(alone, self._store.multi_many([[fence, set_op(u)] for u in alone]), strict=True)
+        lost: list[tuple[TopicPartition, PartitionContext]] = []
+        for update, outcome in judged:
+            if not isinstance(outcome, StoreError):
+                done.append(update)
+            elif isinstance(outcome, BadVersionError) and outcome.op_index == 1:
+                lost.append((update[0], update[1]))
+            elif failure is None:
+                failure = outcome
+        for _, ctx, state in done:
+            ctx.state, ctx.zk_version = state, ctx.zk_version + 1
+        # The leader changed the ISR itself since we read it: start from its version.
+        self.refresh_states(lost)
+        if failure is not None:
+            if isinstance(failure, BadVersionError) and failure.op_index == 0:
+                raise ControllerMovedError("controller epoch changed", zk_paths.CONTROLLER_EPOCH_PATH) from failure
+            raise failure
 
     def rewrite_state(
         self,
@@ -668,7 +761,8 @@ class KafkaController:
             if ctx.state is not None and ctx.state.leader in dead and tp.topic not in self._context.topics_to_delete
         ]
         self._elect_leaders(led_by_dead)
-        self._remove_dead_from_isr(dead, refresh=True)
+        # Those the election just read (and wrote, or found without an eligible leader) need no second read.
+        self._remove_dead_from_isr(dead, refresh=True, just_read=set(led_by_dead))
         for topic in list(self._context.topics_to_delete):
             pending = self._context.deletion_pending.get(topic, set())
             # Requests sent to a dead broker will never be answered: resend when it comes back.
@@ -703,24 +797,33 @@ class KafkaController:
             if (leader, isr) != (state.leader, state.isr):
                 self._update_state(tp, ctx, PartitionState(leader, state.leader_epoch + 1, self._context.epoch, isr))
 
-    def _remove_dead_from_isr(self, dead: set[int], *, refresh: bool) -> None:
+    def _remove_dead_from_isr(self, dead: set[int], *, refresh: bool,
+                              just_read: set[TopicPartition] | None = None) -> None:
         """Dead followers leave the ISR (never emptying it: the last member stays as a record of who was in
-        sync, which a later election needs). ``refresh`` reads each state znode first, since leaders change
-        ISRs without telling us; without it, only partitions whose cached state names a dead broker are
-        touched (right after a failover loaded every state)."""
+        sync, which a later election needs). ``refresh`` reads the state znodes first (all at once), since leaders
+        change ISRs without telling us; only partitions a dead broker could be in the ISR of are read: those it is
+        assigned to, or which the cached state names it in. Without ``refresh``, only partitions whose cached state
+        names a dead broker are touched (right after a failover loaded every state). ``just_read``: partitions whose
+        context was read (or written) moments ago, not read again. The writes go in one batch."""
+        concerned: list[tuple[TopicPartition, PartitionContext]] = []
         for tp, ctx in sorted(self._context.partitions.items()):
             if ctx.state is None or tp.topic in self._context.topics_to_delete:
                 continue
-            if refresh:
-                self.refresh_state(tp, ctx)
-            elif ctx.state.leader not in dead and not dead.intersection(ctx.state.isr):
-                continue
+            named = ctx.state.leader in dead or not dead.isdisjoint(ctx.state.isr)
+            if named or (refresh and not dead.isdisjoint(self._context.replicas(tp))):
+                concerned.append((tp, ctx))
+        if refresh:
+            self.refresh_states([(tp, ctx) for tp, ctx in concerned if just_read is None or tp not in just_read])
+        updates: list[tuple[TopicPartition, PartitionContext, PartitionState]] = []
+        for tp, ctx in concerned:
             state = ctx.state
+            assert state is not None
             isr = tuple(r for r in state.isr if r not in dead) or state.isr
             leader = NO_LEADER if state.leader in dead else state.leader
             if (leader, isr) == (state.leader, state.isr):
                 continue
-            self._update_state(tp, ctx, PartitionState(leader, state.leader_epoch + 1, self._context.epoch, isr))
+            updates.append((tp, ctx, PartitionState(leader, state.leader_epoch + 1, self._context.epoch, isr)))
+        self._write_states(updates)
 
     # ------------------------------------------------------------------------------ requested elections
 

@@ -39,6 +39,7 @@ which Kafka's controller sends in UpdateMetadata.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -53,6 +54,7 @@ from sofakafka.controller.store import (
     SessionExpiredError,
     StoreError,
     WatchedEvent,
+    ZnodeStat,
 )
 from sofakafka.controller.zk_data import (
     BrokerEndpoint,
@@ -144,6 +146,31 @@ class ClusterMetadata:
 
     def alive_broker_ids(self) -> list[int]:
         return sorted(self.brokers)
+
+
+def changed_partitions(old: ClusterMetadata, new: ClusterMetadata) -> set[tuple[str, int]]:
+    """The partitions whose metadata differs between two snapshots of one cache: added, changed, removed, or
+    moved between ``topics`` and ``deleting``. The cache keeps the objects of whatever did not change, so this
+    costs a comparison per topic plus one per partition of the topics that changed, not one per partition of the
+    cluster. Snapshots of different caches (or from before a :meth:`MetadataCache.reload`) share no objects: every
+    partition of either comes out as changed, which is right, only slower."""
+    out: set[tuple[str, int]] = set()
+    for before, after in ((old.topics, new.topics), (old.deleting, new.deleting)):
+        if before is after:
+            continue
+        for name in before.keys() | after.keys():
+            a, b = before.get(name), after.get(name)
+            if a is b:
+                continue
+            if a is None or b is None:
+                for whole in (a, b):
+                    if whole is not None:
+                        out.update((name, p) for p in whole.partitions)
+                continue
+            old_parts = a.partitions
+            out.update((name, p) for p, meta in b.partitions.items() if old_parts.get(p) is not meta)
+            out.update((name, p) for p in old_parts.keys() - b.partitions.keys())
+    return out
 
 
 Listener = Callable[[ClusterMetadata], None]
@@ -273,6 +300,10 @@ class MetadataCache:
     def _watch(self, event: WatchedEvent) -> None:
         """On the store's event thread: re-read what changed and mark the snapshot stale."""
         try:
+            parts = event.path.strip("/").split("/")
+            if parts[:2] == ["brokers", "topics"] and len(parts) == 6 and parts[5] == "state" and parts[4].isdigit():
+                self._watch_state(parts[2], int(parts[4]))
+                return
             with self._lock:
                 if self._closed:
                     return
@@ -285,6 +316,45 @@ class MetadataCache:
         except (StoreError, ValueError) as exc:
             # ValueError covers ZkDataError: a znode another writer filled with something we cannot read.
             log.warning("metadata cache could not apply %s on %s: %s", event.type.name, event.path, exc)
+
+    def _watch_state(self, topic: str, partition: int) -> None:
+        """A partition state changed (the commonest event by far: leaders and ISRs). It is read with ``get_async``:
+        on ZooKeeper the event thread sends the read and goes on to the next event, so a failover's thousands of
+        changed states are read a few round trips apart, not one after the other; and no lock is held meanwhile,
+        so readers building a snapshot (the broker's event loop among them) never wait for ZooKeeper."""
+        if self._closed or topic not in self._topics:
+            return
+        self._store.get_async(zk_paths.topic_partition_state_path(topic, partition), self._watch,
+                              functools.partial(self._apply_state, topic, partition))
+
+    def _apply_state(self, topic: str, partition: int, read: tuple[bytes, ZnodeStat] | StoreError | None) -> None:
+        """On the event thread, with a state read: apply it, unless it is older than what the cache holds (answers
+        arrive in the order the reads were sent, but a reload may have read a newer one meanwhile)."""
+        path = zk_paths.topic_partition_state_path(topic, partition)
+        if isinstance(read, StoreError):
+            if isinstance(read, SessionExpiredError):
+                log.info("metadata cache left the state %s to the reload after a new session: %s", path, read)
+            else:
+                log.warning("metadata cache could not read the state %s: %s", path, read)
+            return
+        try:
+            decoded = None if read is None else PartitionState.decode(read[0])
+        except ValueError as exc:
+            log.warning("metadata cache could not read the state %s: %s", path, exc)
+            return
+        with self._lock:
+            model = self._topics.get(topic)
+            if self._closed or model is None:
+                return
+            if read is None or decoded is None:
+                model.states.pop(partition, None)
+            else:
+                held = model.states.get(partition)
+                if held is not None and held[1] > read[1].version:
+                    return
+                model.states[partition] = (decoded, read[1].version)
+            model.dirty.add(partition)
+            self._changed_model()
 
     def _changed_model(self) -> None:
         self._version += 1
@@ -333,8 +403,6 @@ class MetadataCache:
         elif parts[:2] == ["brokers", "topics"] and len(parts) == 3:
             if event.type != EventType.CHILD:
                 self._load_topic(parts[2])
-        elif parts[:2] == ["brokers", "topics"] and len(parts) == 6 and parts[5] == "state":
-            self._load_state(parts[2], int(parts[4]))
         elif path == zk_paths.DELETE_TOPICS_PATH:
             self._load_deletions()
         elif parts[:2] == ["config", "topics"] and len(parts) == 3:
@@ -459,21 +527,13 @@ class MetadataCache:
         model = self._topics.get(topic)
         if model is None:
             return
-        for partition in sorted(model.assignment):
-            if partition not in model.states:
-                self._load_state(topic, partition)
-
-    def _load_state(self, topic: str, partition: int) -> None:
-        model = self._topics.get(topic)
-        if model is None:
-            return
-        found = self._get_with_version(zk_paths.topic_partition_state_path(topic, partition))
-        if found is None:
-            model.states.pop(partition, None)
-        else:
-            data, version = found
-            model.states[partition] = (PartitionState.decode(data), version)
-        model.dirty.add(partition)
+        unknown = [partition for partition in sorted(model.assignment) if partition not in model.states]
+        # All at once: on ZooKeeper the reads go out together, a round trip for the lot rather than per partition.
+        reads = self._store.get_many([zk_paths.topic_partition_state_path(topic, p) for p in unknown], self._watch)
+        for partition, read in zip(unknown, reads, strict=True):
+            if read is not None:
+                model.states[partition] = (PartitionState.decode(read[0]), read[1].version)
+            model.dirty.add(partition)
 
     def _load_deletions(self) -> None:
         self._deleting = set(self._children(zk_paths.DELETE_TOPICS_PATH) or [])
@@ -508,36 +568,58 @@ class MetadataCache:
             model.all_dirty = True
 
     def _build_topic(self, name: str, model: _TopicModel) -> TopicMetadata:
+        """The topic's metadata, rebuilt for what changed. A partition whose metadata came out equal keeps its
+        object, and a topic none of whose partitions changed keeps its ``TopicMetadata``: readers find what
+        changed between two snapshots by identity (:func:`changed_partitions`), so a broker registering, which
+        marks every topic, costs them only the partitions whose offline replicas actually moved."""
         if model.built is not None and not model.all_dirty and not model.dirty:
             return model.built
         live = self._brokers
         offline_in_dirs = self._offline_in_dirs
         built = model.built_partitions
+        changed = False
+        added = False
+        candidates: Iterable[int]
         if model.all_dirty:
-            for gone in set(built) - set(model.assignment):
+            for gone in [p for p in built if p not in model.assignment]:
                 del built[gone]
-            changed: Iterable[int] = model.assignment
+                changed = True
+            candidates = model.assignment
         else:
-            changed = model.dirty
-        for partition in changed:
+            candidates = model.dirty
+        for partition in candidates:
             replicas = model.assignment.get(partition)
             if replicas is None:
-                built.pop(partition, None)
+                if built.pop(partition, None) is not None:
+                    changed = True
                 continue
             offline = tuple(r for r in replicas if r not in live or (
                 r in offline_in_dirs and TopicPartition(name, partition) in offline_in_dirs[r]))
             found = model.states.get(partition)
             if found is None:
-                built[partition] = PartitionMetadata(name, partition, NO_LEADER, -1, replicas, (), offline)
+                fresh = PartitionMetadata(name, partition, NO_LEADER, -1, replicas, (), offline)
             else:
                 state, version = found
-                built[partition] = PartitionMetadata(
+                fresh = PartitionMetadata(
                     name, partition, state.leader, state.leader_epoch, replicas, state.isr, offline,
                     state.controller_epoch, version,
                 )
+            previous = built.get(partition)
+            if previous is not None and previous == fresh:
+                continue
+            if previous is None:
+                added = True
+            built[partition] = fresh
+            changed = True
         model.dirty.clear()
         model.all_dirty = False
-        model.built = TopicMetadata(name, MappingProxyType(dict(sorted(built.items()))))
+        if model.built is not None and not changed:
+            return model.built
+        if added:
+            # Partitions arrive in bursts (a topic created, partitions added): keep them in order for readers,
+            # sorting only then, not on every change of a state.
+            model.built_partitions = built = dict(sorted(built.items()))
+        model.built = TopicMetadata(name, MappingProxyType(dict(built)))
         return model.built
 
     def _rebuild(self) -> None:

@@ -53,6 +53,7 @@ from sofakafka.controller.store import (
     NewSessionListener,
     Op,
     OpResult,
+    ReadCallback,
     SessionExpiredError,
     SessionState,
     StateListener,
@@ -247,6 +248,15 @@ class SessionRenewingStore(MetadataStore):
 
     def multi(self, ops: Sequence[Op]) -> list[OpResult]:
         return self._session().multi(ops)
+
+    def get_many(self, paths: Sequence[str], watch: WatchCallback | None = None) -> list[tuple[bytes, ZnodeStat] | None]:
+        return self._session().get_many(paths, watch)
+
+    def multi_many(self, transactions: Sequence[Sequence[Op]]) -> list[list[OpResult] | StoreError]:
+        return self._session().multi_many(transactions)
+
+    def get_async(self, path: str, watch: WatchCallback | None, callback: ReadCallback) -> None:
+        self._session().get_async(path, watch, callback)
 
     def sync(self, timeout: float | None = None) -> None:
         if self._closed:

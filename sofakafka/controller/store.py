@@ -145,6 +145,8 @@ class WatchedEvent:
 
 WatchCallback = Callable[[WatchedEvent], None]
 StateListener = Callable[[SessionState], None]
+ReadCallback = Callable[[tuple[bytes, ZnodeStat] | StoreError | None], None]
+"""What :meth:`MetadataStore.get_async` calls with its answer."""
 NewSessionListener = Callable[[], None]
 """Called after a renewing store replaced a lost session (Kafka's ``afterInitializingSession``)."""
 
@@ -261,6 +263,55 @@ class MetadataStore(ABC):
     @abstractmethod
     def multi(self, ops: Sequence[Op]) -> list[OpResult]:
         """Commit every operation or none; raises the first failure's error with ``op_index`` set."""
+
+    def get_many(self, paths: Sequence[str], watch: WatchCallback | None = None) -> list[tuple[bytes, ZnodeStat] | None]:
+        """``get`` of every path, in order, with None for a znode that does not exist; with ``watch``, a missing
+        znode is left an existence watch (as ``exists`` leaves), so its creation fires it.
+
+        For reading many znodes at once (the states of a topic's partitions): the ZooKeeper backend sends the
+        requests without waiting for each answer, so a thousand reads cost a few round trips, not a thousand.
+        This default reads one after the other."""
+        out: list[tuple[bytes, ZnodeStat] | None] = []
+        for path in paths:
+            while True:
+                try:
+                    out.append(self.get(path, watch))
+                    break
+                except NoNodeError:
+                    if self.exists(path, watch) is None:
+                        out.append(None)
+                        break
+        return out
+
+    def get_async(self, path: str, watch: WatchCallback | None, callback: ReadCallback) -> None:
+        """``get_many([path], watch)[0]`` with the answer handed to ``callback`` instead of returned (a
+        :class:`StoreError` too, instead of raised). For a watch callback that re-reads what changed: the
+        ZooKeeper backend sends the read and returns at once, and ``callback`` runs on the event thread when the
+        answer is in, so a burst of a thousand changed znodes is read in a few round trips, not a thousand one
+        after the other. Callbacks of reads issued one after the other run in that order, and a ``sync`` issued
+        after this call returns only after ``callback`` ran. This default reads at once and calls ``callback``
+        before returning."""
+        try:
+            result: tuple[bytes, ZnodeStat] | StoreError | None = self.get_many([path], watch)[0]
+        except StoreError as exc:
+            result = exc
+        callback(result)
+
+    def multi_many(self, transactions: Sequence[Sequence[Op]]) -> list[list[OpResult] | StoreError]:
+        """Independent multi-ops, committed in order, each one wholly or not at all: a transaction's failure is
+        returned in its place (the first failing operation's error, ``op_index`` set), never raised, and does
+        not stop the others. Durable (acknowledged) when this returns, like ``multi``.
+
+        For writes of many partitions at once (a failed broker's leaderships): the ZooKeeper backend sends them
+        without waiting for each answer, the embedded store journals them with one fsync. This default commits
+        one after the other."""
+        out: list[list[OpResult] | StoreError] = []
+        for ops in transactions:
+            try:
+                out.append(self.multi(ops))
+            except StoreError as exc:
+                out.append(exc)
+        return out
 
     _listeners: list[StateListener]
     """Set by each backend's ``__init__``; the backend delivers session states to these on its event thread."""

@@ -55,7 +55,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,6 +82,7 @@ from sofakafka.controller.store import (
     NotEmptyError,
     Op,
     OpResult,
+    ReadCallback,
     SessionExpiredError,
     SessionState,
     SetDataOp,
@@ -153,6 +154,12 @@ def _stat(kstat: Any) -> ZnodeStat:
         pzxid=kstat.pzxid,
     )
 
+
+_NO_NODE = object()
+"""What :meth:`ZooKeeperMetadataStore._pipelined` yields for a read answered NONODE."""
+
+PIPELINE_WINDOW = 500
+"""Requests :meth:`ZooKeeperMetadataStore.get_many` and ``multi_many`` have in flight at once."""
 
 JUTE_MAX_BUFFER = 0xFFFFF
 """ZooKeeper's default ``jute.maxbuffer``: the server drops the connection of a client whose request packet
@@ -526,6 +533,151 @@ class ZooKeeperMetadataStore(MetadataStore):
 
     def multi(self, ops: Sequence[Op]) -> list[OpResult]:
         ops = list(ops)
+        self._check_ops(ops)
+        if not ops:
+            return []
+        outcome = self._multi_outcome(ops, self._write(lambda: list(self._transaction(ops).commit()), ops[0].path))
+        if isinstance(outcome, StoreError):
+            raise outcome
+        return outcome
+
+    def multi_many(self, transactions: Sequence[Sequence[Op]]) -> list[list[OpResult] | StoreError]:
+        """Sent in windows of :data:`PIPELINE_WINDOW` transactions without waiting for each answer (ZooKeeper
+        answers a session's requests in order). Like ``multi``, a transaction whose answer was lost with the
+        connection is not resent: its place holds a :class:`ConnectionLossError`."""
+        out: list[list[OpResult] | StoreError | None] = [None] * len(transactions)
+        todo: list[tuple[int, list[Op]]] = []
+        for index, ops in enumerate(transactions):
+            listed = list(ops)
+            try:
+                self._check_ops(listed)
+            except StoreError as exc:
+                out[index] = exc
+                continue
+            if listed:
+                todo.append((index, listed))
+            else:
+                out[index] = []
+        if todo:
+            self._check_open()
+            self._wait_connected(time.monotonic() + self._connection_timeout, todo[0][1][0].path)
+        for start in range(0, len(todo), PIPELINE_WINDOW):
+            sent = [(index, ops, self._transaction(ops).commit_async()) for index, ops in todo[start:start + PIPELINE_WINDOW]]
+            for index, ops, pending in sent:
+                try:
+                    results = list(pending.get())
+                except kz.KazooException as exc:
+                    if isinstance(exc, kz.SessionExpiredError | kz.ConnectionLoss | kz.ConnectionClosedError):
+                        self._check_open()
+                        out[index] = ConnectionLossError(f"connection lost during a write to {ops[0].path}", ops[0].path)
+                    else:
+                        out[index] = _translate(exc, ops[0].path)
+                    continue
+                out[index] = self._multi_outcome(ops, results)
+        return [o if o is not None else [] for o in out]
+
+    def get_many(self, paths: Sequence[str], watch: WatchCallback | None = None) -> list[tuple[bytes, ZnodeStat] | None]:
+        """Sent in windows of :data:`PIPELINE_WINDOW` reads without waiting for each answer; reads lost with the
+        connection are sent again (with a fresh watch, as the read is), until the connection timeout."""
+        for path in paths:
+            validate_path(path)
+        results: list[tuple[bytes, ZnodeStat] | None] = [None] * len(paths)
+        watches: dict[int, _Watch | None] = {}
+        pending = list(range(len(paths)))
+        deadline = time.monotonic() + self._connection_timeout
+        client = self._client
+
+        def send(i: int, read: Callable[..., Any]) -> Any:
+            watches[i] = self._new_watch(watch, "data", paths[i])
+            return read(paths[i], watch=watches[i])
+
+        while pending:
+            self._check_open()
+            self._wait_connected(deadline, paths[pending[0]])
+            again: list[int] = []
+            missing: list[int] = []
+            for i, answer in self._pipelined(pending, lambda i: send(i, client.get_async), paths, deadline, again):
+                if answer is _NO_NODE:
+                    missing.append(i)
+                    continue
+                data, kstat = answer
+                self._armed(watches[i], kstat.mzxid)
+                results[i] = (data or b""), _stat(kstat)
+            # A missing znode gets an existence watch; one created meanwhile is read again.
+            for i, kstat in self._pipelined(missing, lambda i: send(i, client.exists_async), paths, deadline, again):
+                self._armed(watches[i], _MISSING if kstat is None else kstat.mzxid)
+                if kstat is not None:
+                    again.append(i)
+            pending = sorted(again)
+        return results
+
+    def _pipelined(self, indexes: list[int], send: Callable[[int], Any], paths: Sequence[str], deadline: float,
+                   again: list[int]) -> Iterator[tuple[int, Any]]:
+        """``send(i)`` for each index, a window at a time; yields each answer (``_NO_NODE`` for NONODE) in order.
+        An index whose answer was lost with the connection goes to ``again``, until ``deadline``."""
+        for start in range(0, len(indexes), PIPELINE_WINDOW):
+            sent = [(i, send(i)) for i in indexes[start:start + PIPELINE_WINDOW]]
+            for i, reply in sent:
+                try:
+                    answer = reply.get()
+                except kz.NoNodeError:
+                    answer = _NO_NODE
+                except (kz.ConnectionLoss, kz.ConnectionClosedError, kz.SessionExpiredError) as exc:
+                    self._check_open()
+                    if time.monotonic() >= deadline:
+                        raise _translate(exc, paths[i]) from exc
+                    again.append(i)
+                    continue
+                except kz.KazooException as exc:
+                    raise _translate(exc, paths[i]) from exc
+                yield i, answer
+
+    @staticmethod
+    def _armed(kwatch: _Watch | None, baseline: int) -> None:
+        if kwatch is not None:
+            kwatch.baseline = baseline
+            kwatch.ready.set()
+
+    def get_async(self, path: str, watch: WatchCallback | None, callback: ReadCallback) -> None:
+        """Sent at once; kazoo hands the answer to its completion thread, which posts it to our event thread in
+        the order the answers arrived (the order the reads were sent: ZooKeeper answers a session in order). A
+        later ``sync`` completes through that same thread, after these answers were posted, and its marker then
+        follows them on our event thread. What the fast path cannot settle (a missing znode, which needs its
+        existence watch, or a lost connection) is settled there by ``get_many``, which retries."""
+        validate_path(path)
+        kwatch = self._new_watch(watch, "data", path)
+        try:
+            self._check_open()
+            reply = self._client.get_async(path, watch=kwatch)
+        except (StoreError, kz.KazooException):
+            self._events.post(lambda: self._settle_read(path, watch, callback))
+            return
+
+        def answered(done: Any) -> None:
+            # kazoo's completion thread: note what the watch saw (a re-arm after a reconnect waits for it, on our
+            # event thread), then hand on.
+            if done.successful():
+                self._armed(kwatch, done.value[1].mzxid)
+            self._events.post(lambda: self._got(path, watch, done, callback))
+
+        reply.rawlink(answered)
+
+    def _got(self, path: str, watch: WatchCallback | None, done: Any, callback: ReadCallback) -> None:
+        if not done.successful():
+            self._settle_read(path, watch, callback)
+            return
+        data, kstat = done.value
+        callback(((data or b""), _stat(kstat)))
+
+    def _settle_read(self, path: str, watch: WatchCallback | None, callback: ReadCallback) -> None:
+        try:
+            result: tuple[bytes, ZnodeStat] | StoreError | None = self.get_many([path], watch)[0]
+        except StoreError as exc:
+            result = exc
+        callback(result)
+
+    @staticmethod
+    def _check_ops(ops: Sequence[Op]) -> None:
         for index, op in enumerate(ops):
             try:
                 validate_path(op.path, sequential=isinstance(op, CreateOp) and op.sequence)
@@ -534,32 +686,31 @@ class ZooKeeperMetadataStore(MetadataStore):
             except StoreError as exc:
                 exc.op_index = index
                 raise
-        if not ops:
-            return []
 
-        def commit() -> list[Any]:
-            tx = self._client.transaction()
-            for op in ops:
-                if isinstance(op, CreateOp):
-                    tx.create(op.path, bytes(op.data), ephemeral=op.ephemeral, sequence=op.sequence)
-                elif isinstance(op, DeleteOp):
-                    tx.delete(op.path, op.version)
-                elif isinstance(op, SetDataOp):
-                    tx.set_data(op.path, bytes(op.data), op.version)
-                elif isinstance(op, CheckOp):
-                    tx.check(op.path, op.version)
-                else:
-                    raise BadArgumentsError(f"unknown operation {op!r}")
-            return list(tx.commit())
+    def _transaction(self, ops: Sequence[Op]) -> Any:
+        tx = self._client.transaction()
+        for op in ops:
+            if isinstance(op, CreateOp):
+                tx.create(op.path, bytes(op.data), ephemeral=op.ephemeral, sequence=op.sequence)
+            elif isinstance(op, DeleteOp):
+                tx.delete(op.path, op.version)
+            elif isinstance(op, SetDataOp):
+                tx.set_data(op.path, bytes(op.data), op.version)
+            elif isinstance(op, CheckOp):
+                tx.check(op.path, op.version)
+            else:
+                raise BadArgumentsError(f"unknown operation {op!r}")
+        return tx
 
-        results = self._write(commit, ops[0].path)
+    @staticmethod
+    def _multi_outcome(ops: Sequence[Op], results: Sequence[Any]) -> list[OpResult] | StoreError:
         for index, result in enumerate(results):
             if isinstance(result, Exception) and not isinstance(result, kz.RolledBackError | kz.RuntimeInconsistency):
                 error = _translate(result, ops[index].path)
                 error.op_index = index
-                raise error
+                return error
         if any(isinstance(r, Exception) for r in results):
-            raise StoreError(f"multi failed without naming an operation: {results!r}")
+            return StoreError(f"multi failed without naming an operation: {results!r}")
         converted: list[OpResult] = []
         for op, result in zip(ops, results, strict=True):
             if isinstance(op, CreateOp):

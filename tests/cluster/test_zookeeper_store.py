@@ -304,6 +304,59 @@ def test_a_dropped_connection_suspends_then_reconnects_the_same_session_and_rear
     assert SessionState.LOST not in states.states
 
 
+def test_async_reads_answer_in_order_before_a_later_sync_and_leave_their_watches(
+    store: ZooKeeperMetadataStore, second: ZooKeeperMetadataStore
+) -> None:
+    """get_async (how the metadata cache re-reads changed partition states): sent without waiting, answered on the
+    event thread in the order sent, all answered when a sync issued after them returns; a missing znode answers
+    None and is left an existence watch, an existing one a data watch."""
+    reads = 300
+    store.multi([CreateOp(f"/r{i}", b"%d" % i) for i in range(reads)])
+    answers: list[object] = []
+    seen = Recorder()
+    # kazoo's completion thread held: the answers arrive but wait there, and a sync must wait for them too.
+    gate = threading.Event()
+    store._client.handler.completion_queue.put(lambda: gate.wait(WAIT_S))
+    for i in range(reads):
+        store.get_async(f"/r{i}", seen, answers.append)
+    store.get_async("/absent", seen, answers.append)
+    answered_at_sync: list[int] = []
+    synced = threading.Event()
+
+    def sync() -> None:
+        store.sync(WAIT_S)
+        answered_at_sync.append(len(answers))
+        synced.set()
+
+    syncer = threading.Thread(target=sync)
+    syncer.start()
+    synced.wait(1.0)  # room for a sync that does not wait for the held answers to return early (and fail below)
+    gate.set()
+    syncer.join(WAIT_S)
+    assert answered_at_sync == [reads + 1] and answers[-1] is None
+    assert [a[0] for a in answers[:-1]] == [b"%d" % i for i in range(reads)]  # type: ignore[index]
+    second.set("/r7", b"x")
+    second.create("/absent")
+    store.sync(WAIT_S)
+    assert sorted(seen.take(), key=str) == sorted([(EventType.CHANGED, "/r7"), (EventType.CREATED, "/absent")], key=str)
+
+
+def test_many_reads_and_writes_in_flight_survive_a_dropped_connection(store: ZooKeeperMetadataStore) -> None:
+    """get_many sends its reads without waiting: those lost with the connection are sent again once it is back
+    (reads are safe to resend); multi_many's writes are not resent, each lost one answers ConnectionLossError."""
+    count = 400
+    store.multi([CreateOp(f"/m{i}", b"%d" % i) for i in range(count)])
+    drop_connection(store)
+    reads = store.get_many([f"/m{i}" for i in range(count)] + ["/absent"])
+    assert [r[0] for r in reads[:-1]] == [b"%d" % i for i in range(count)] and reads[-1] is None  # type: ignore[index]
+    drop_connection(store)
+    outcomes = store.multi_many([[SetDataOp(f"/m{i}", b"x", 0)] for i in range(count)])
+    for i, outcome in enumerate(outcomes):
+        assert isinstance(outcome, list | ConnectionLossError)
+        if isinstance(outcome, list):
+            assert store.get(f"/m{i}")[0] == b"x"
+
+
 def test_without_a_server_calls_give_up_at_their_deadline_and_the_session_is_lost_after_its_timeout(
     tmp_path: Path,
 ) -> None:

@@ -19,7 +19,9 @@ INT32 minimum when not asked for); v9 is the flexible encoding.
 Each topic's entry is encoded once per metadata change and version, and the response is spliced from those
 bytes (a ``RawResponse``): the metadata cache keeps a topic's ``TopicMetadata`` object while the topic does not
 change, so a broker with 10,000 partitions answers "all topics" without building and encoding 10,000 partition
-structs on its event loop every time a client refreshes (about a second of this machine's CPU before). An entry
+structs on its event loop every time a client refreshes (about a second of this machine's CPU before). Whether
+the entry is still right is two comparisons per topic (the object, and the replica manager's count of changes to
+what it serves of the topic), not a look per partition, so "all topics" costs per topic, plus the bytes. An entry
 asked with its authorized operations under an authorizer is the principal's own and is encoded per request.
 
 Authorization (with an authorizer, as Kafka 2.6): a topic needs DESCRIBE to be listed. Asked for all topics,
@@ -134,26 +136,33 @@ def splice_response(empty: MetadataResponse, version: int, topics: list[bytes]) 
                        throttle_time_at=0 if version >= 3 else None)
 
 
-# (topic, version, include operations) -> the TopicMetadata it was encoded from, the partitions shown without a
-# leader (led here but not served yet), the encoded entry.
-_ENCODED: dict[tuple[str, int, bool], tuple[TopicMetadata, tuple[int, ...], bytes]] = {}
+# (topic, version, include operations) -> the TopicMetadata it was encoded from, the replica manager's
+# hosted_version of the topic then, the partitions shown without a leader (led here but not served yet), the
+# encoded entry.
+_ENCODED: dict[tuple[str, int, bool], tuple[TopicMetadata, int, tuple[int, ...], bytes]] = {}
 
 
 def _encoded_topic(topic: TopicMetadata, version: int, include_operations: bool, ctx: RequestContext) -> bytes:
+    """The topic's entry, encoded again only when its metadata or the partitions this broker serves of it changed:
+    a hit costs two comparisons, whatever the number of partitions."""
     if include_operations and ctx.broker.authorizer is not None:  # the principal's own operations: not shared
         return _topic(topic, version, include_operations, ctx).encode(
             version, flexible=MetadataResponse.is_flexible(version))
-    me = ctx.broker.broker_id
     rm = ctx.broker.replica_manager
-    unserved = tuple(i for i, p in topic.partitions.items()
-                     if p.leader == me and rm.get_partition((topic.name, i)) is None)
+    hosted = rm.hosted_version(topic.name)
     key = (topic.name, version, include_operations)
     hit = _ENCODED.get(key)
-    if hit is not None and hit[0] is topic and hit[1] == unserved:
-        return hit[2]
-    data = _topic(topic, version, include_operations, ctx).encode(
-        version, flexible=MetadataResponse.is_flexible(version))
-    _ENCODED[key] = (topic, unserved, data)
+    if hit is not None and hit[0] is topic and hit[1] == hosted:
+        return hit[3]
+    me = ctx.broker.broker_id
+    unserved = tuple(i for i, p in topic.partitions.items()
+                     if p.leader == me and rm.get_partition((topic.name, i)) is None)
+    if hit is not None and hit[0] is topic and hit[2] == unserved:
+        data = hit[3]
+    else:
+        data = _topic(topic, version, include_operations, ctx).encode(
+            version, flexible=MetadataResponse.is_flexible(version))
+    _ENCODED[key] = (topic, hosted, unserved, data)
     return data
 
 

@@ -13,7 +13,7 @@ import asyncio
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 
@@ -345,6 +345,44 @@ def test_the_appended_hook_runs_after_the_append_before_the_acks_all_wait(tmp_pa
                                             on_appended=hook)
         assert seen == [(ErrorCode.NONE, 0, 2)]
         assert results[TP].error_code == ErrorCode.REQUEST_TIMED_OUT  # replica 1 never fetched
+
+    run(scenario, tmp_path, store)
+
+
+def test_isr_changes_of_many_partitions_are_written_together(
+        tmp_path: Path, store: MetadataStore, clock: Clock) -> None:
+    """A follower catching up on many partitions at once (a broker back after a restart) adds itself to their ISRs in
+    a few batched writes (pipelined on ZooKeeper), not one round trip each; every partition's write is still its
+    own, conditioned on its own version. Counted, not timed."""
+    partitions = 40
+
+    async def scenario(h: Harness) -> None:
+        for p in range(1, partitions):
+            store.create(zk_paths.topic_partition_state_path(TOPIC, p), PartitionState(LEADER, 0, 1, (0,)).encode(),
+                         makepath=True)
+        h.isr.start()
+        parts = [await h.rm.become_leader(TOPIC, p, 0, [0, 1], [0], zk_version=0, controller_epoch=1)
+                 for p in range(partitions)]
+        writes: list[int] = []
+        real = store.multi_many
+
+        def counting(transactions: Any) -> Any:
+            writes.append(len(transactions))
+            return real(transactions)
+
+        store.multi_many = counting  # type: ignore[method-assign]
+        gated = GatedWrites()
+        h.isr._run_blocking = gated
+        for p in range(partitions):  # caught up (nothing written yet): each expansion queues
+            await h.rm.fetch_messages(replica_id=1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+                                      partitions=[FetchPartitionRequest(TOPIC, p, 0, 1 << 20)])
+        assert all(part.isr_update_in_flight for part in parts)
+        gated.gate.set()
+        await _settle(h)
+        assert sum(writes) == partitions and len(writes) <= 2
+        for p, part in enumerate(parts):
+            data, _ = store.get(zk_paths.topic_partition_state_path(TOPIC, p))
+            assert PartitionState.decode(data).isr == (0, 1) and part.isr == [0, 1]
 
     run(scenario, tmp_path, store)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -41,6 +42,7 @@ from sofakafka.controller.store import (
     SetDataOp,
     StoreError,
     WatchedEvent,
+    ZnodeStat,
 )
 
 
@@ -255,6 +257,35 @@ def test_a_failed_journal_write_is_not_applied_and_leaves_no_torn_frame(tmp_path
     with EmbeddedMetadataStore.open(directory) as reopened:
         assert reopened.get_children("/") == ["after", "before"]
         assert reopened.get("/after")[0] == b"2"
+
+
+def test_many_multi_ops_are_journaled_with_one_fsync_and_survive_a_reopen(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """multi_many is a group commit: a controller writing the states of a failed broker's thousand partitions pays
+    one fsync, not a thousand; each transaction still commits or fails alone. Counted, not timed."""
+    directory = tmp_path / "meta"
+    with EmbeddedMetadataStore.open(directory, snapshot_interval_ops=100_000) as store:
+        store.create("/p")
+        fsyncs: list[int] = []
+        real_fsync = os.fsync
+
+        def counting_fsync(fd: int) -> None:
+            fsyncs.append(fd)
+            real_fsync(fd)
+
+        monkeypatch.setattr(os, "fsync", counting_fsync)
+        outcomes = store.multi_many([[CreateOp(f"/p/{i}", b"%d" % i)] for i in range(50)]
+                                    + [[CreateOp("/p/0")], [SetDataOp("/p", b"x", 0)],
+                                       [CheckOp("/p", 0), CreateOp("/p/late")]])
+        monkeypatch.setattr(os, "fsync", real_fsync)
+        assert len(fsyncs) == 1
+        assert all(isinstance(o, list) for o in outcomes[:50])
+        assert isinstance(outcomes[50], NodeExistsError) and outcomes[50].op_index == 0
+        assert isinstance(outcomes[51], list)
+        assert isinstance(outcomes[52], BadVersionError) and outcomes[52].op_index == 0  # /p was set by then
+    with EmbeddedMetadataStore.open(directory) as reopened:
+        assert len(reopened.get_children("/p")) == 50 and reopened.get("/p")[0] == b"x"
+        assert reopened.get("/p/49")[0] == b"49"
 
 
 def test_a_second_process_cannot_open_the_same_directory(tmp_path: Path) -> None:
@@ -574,29 +605,35 @@ class StoreMachine(RuleBasedStateMachine):
             return None
         return None
 
-    def _run(self, session: int, ops: list[Op]) -> None:
-        store = self.sessions[session]
-        assert store is not None
+    def _expect(self, session: int, ops: list[Op]) -> tuple[Model, list[tuple[str, str]], type[StoreError] | None,
+                                                              list[object]]:
+        """What the model says ``ops`` do: the model after them, the changes, the error or the results."""
         trial = self.model.copy()
         changes: list[tuple[str, str]] = []
-        expected_error: type[StoreError] | None = None
         expected_results: list[object] = []
         for op in ops:
             try:
                 expected_results.append(self._apply(trial, op, session, changes))
             except StoreError as exc:
-                expected_error = type(exc)
-                break
+                return trial, changes, type(exc), expected_results
+        return trial, changes, None, expected_results
+
+    def _check_results(self, ops: list[Op], results: list[object], expected: list[object]) -> None:
+        for op, got, want in zip(ops, results, expected, strict=True):
+            if isinstance(op, SetDataOp):
+                assert isinstance(got, ZnodeStat) and got.version == want
+            else:
+                assert got == want
+
+    def _run(self, session: int, ops: list[Op]) -> None:
+        store = self.sessions[session]
+        assert store is not None
+        trial, changes, expected_error, expected_results = self._expect(session, ops)
         if expected_error is not None:
             with pytest.raises(expected_error):
                 store.multi(ops)
             return
-        results = store.multi(ops)
-        for op, got, want in zip(ops, results, expected_results, strict=True):
-            if isinstance(op, SetDataOp):
-                assert got is not None and not isinstance(got, str) and got.version == want
-            else:
-                assert got == want
+        self._check_results(ops, list(store.multi(ops)), expected_results)
         self.model = trial
         for kind, path in changes:
             self._expect_change(kind, path)
@@ -644,6 +681,41 @@ class StoreMachine(RuleBasedStateMachine):
         ops = [self._draw_op(data) for _ in range(size)]
         assume(not any(isinstance(op, DeleteOp) and op.path == "/" for op in ops))
         self._run(self._draw_session(data), ops)
+
+    @precondition(lambda self: self._open_sessions())
+    @rule(data=st.data(), count=st.integers(1, 4))
+    def many_multis(self, data: st.DataObject, count: int) -> None:
+        """multi_many: each multi-op commits or fails on its own, in order, as if sent one after the other."""
+        index = self._draw_session(data)
+        store = self.sessions[index]
+        assert store is not None
+        batches = [[self._draw_op(data) for _ in range(data.draw(st.integers(1, 3)))] for _ in range(count)]
+        assume(not any(isinstance(op, DeleteOp) and op.path == "/" for ops in batches for op in ops))
+        outcomes = store.multi_many(batches)
+        assert len(outcomes) == len(batches)
+        for ops, got in zip(batches, outcomes, strict=True):
+            trial, changes, expected_error, expected_results = self._expect(index, ops)
+            if expected_error is not None:
+                assert isinstance(got, expected_error)
+                continue
+            assert not isinstance(got, StoreError)
+            self._check_results(ops, list(got), expected_results)
+            self.model = trial
+            for kind, path in changes:
+                self._expect_change(kind, path)
+
+    @precondition(lambda self: self._open_sessions())
+    @rule(data=st.data(), count=st.integers(1, 4))
+    def read_many_with_watch(self, data: st.DataObject, count: int) -> None:
+        """get_many: data of each existing znode, None for a missing one; a data watch on each either way."""
+        index = self._draw_session(data)
+        store = self.sessions[index]
+        assert store is not None
+        paths = [self._draw_path(data, data.draw(st.booleans())) for _ in range(count)]
+        for path, got in zip(paths, store.get_many(paths, watch=self.recorders[index]), strict=True):
+            node = self.model.nodes.get(path)
+            assert (got is None) if node is None else (got is not None and got[0] == node.data)
+            self.watches.add((index, path, "data"))
 
     @precondition(lambda self: self._open_sessions())
     @rule(data=st.data(), kind=st.sampled_from(["get", "exists", "children"]))

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from sofakafka.controller.embedded import EmbeddedMetadataStore
-from sofakafka.controller.metadata import ClusterMetadata, MetadataCache
+from sofakafka.controller.metadata import ClusterMetadata, MetadataCache, changed_partitions
 from sofakafka.controller.node import ControllerNode
 from sofakafka.controller.registration import create_top_level_paths, make_registration, register_broker
 from sofakafka.controller.store import ConnectionLossError
@@ -234,7 +234,15 @@ def test_reload_reads_everything_again_and_keeps_the_view_when_a_read_fails(
             raise ConnectionLossError("lost (simulated)", path)
         return real_get(path, watch)  # type: ignore[arg-type]
 
+    real_get_many = node.store.get_many
+
+    def failing_get_many(paths: list[str], watch: object = None) -> object:
+        if any(path.startswith("/brokers/topics/kept/partitions") for path in paths):
+            raise ConnectionLossError("lost (simulated)", paths[0])
+        return real_get_many(paths, watch)  # type: ignore[arg-type]
+
     monkeypatch.setattr(node.store, "get", failing_get)
+    monkeypatch.setattr(node.store, "get_many", failing_get_many)
     with pytest.raises(ConnectionLossError):
         node.cache.reload()
     assert node.cache.snapshot() is before
@@ -252,3 +260,71 @@ def test_reload_reads_everything_again_and_keeps_the_view_when_a_read_fails(
     # Still watching: a change after the reload arrives as usual.
     node.admin.create_topic(NewTopic("later", 1, 1))
     until(node.cache, lambda s: s.has_leaders("later"))
+
+
+def test_what_did_not_change_keeps_its_object_so_readers_find_what_changed(
+        cache: MetadataCache, store: EmbeddedMetadataStore) -> None:
+    """Readers (the broker applying metadata, the Metadata handler's encodings) find what changed between two
+    snapshots by identity, so the cost of a change is per changed partition, not per partition of the cluster."""
+    register_broker(store, make_registration(1, plaintext()))
+    store.create("/brokers/topics/calm", TopicAssignment({0: [1], 1: [1]}).encode())
+    store.create("/brokers/topics/busy", TopicAssignment({0: [1, 2], 1: [1, 2], 2: [1, 2]}).encode())
+    for partition in range(3):
+        store.create(f"/brokers/topics/busy/partitions/{partition}/state", PartitionState(1, 0, 1, (1,)).encode(),
+                     makepath=True)
+    before = until(cache, lambda s: "calm" in s.topics and all(p.leader == 1 for p in s.topics["busy"].partitions.values()))
+    store.set("/brokers/topics/busy/partitions/1/state", PartitionState(1, 1, 1, (1,)).encode())
+    after = until(cache, lambda s: (p := s.partition("busy", 1)) is not None and p.leader_epoch == 1)
+    assert after.topics["calm"] is before.topics["calm"]
+    assert after.topics["busy"].partitions[0] is before.topics["busy"].partitions[0]
+    assert changed_partitions(before, after) == {("busy", 1)}
+    # A broker registering marks every topic for a rebuild; only partitions whose offline replicas moved change.
+    register_broker(store, make_registration(2, plaintext(9093)))
+    registered = until(cache, lambda s: 2 in s.brokers)
+    assert registered.topics["calm"] is after.topics["calm"]
+    assert changed_partitions(after, registered) == {("busy", 0), ("busy", 1), ("busy", 2)}
+    store.create("/admin/delete_topics/calm")
+    marked = until(cache, lambda s: "calm" in s.deleting)
+    assert changed_partitions(registered, marked) == {("calm", 0), ("calm", 1)}
+    assert changed_partitions(marked, marked) == set()
+
+
+
+def test_a_state_is_read_without_holding_the_cache_lock(
+        cache: MetadataCache, store: EmbeddedMetadataStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On ZooKeeper the re-read of a changed partition state is a round trip; readers that need the lock to build a
+    snapshot (the broker's event loop) must not wait for it."""
+    store.create("/brokers/topics/t", TopicAssignment({0: [1]}).encode())
+    store.create("/brokers/topics/t/partitions/0/state", PartitionState(1, 0, 1, (1,)).encode(), makepath=True)
+    until(cache, lambda s: leader_of(s, "t", 0) == 1)
+    reading, release = threading.Event(), threading.Event()
+    real = store.get_many
+
+    def slow_read(paths: list[str], watch: object = None) -> object:
+        reading.set()
+        assert release.wait(SETTLE_TIMEOUT)
+        return real(paths, watch)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "get_many", slow_read)
+    store.set("/brokers/topics/t/partitions/0/state", PartitionState(1, 1, 1, (1,)).encode())
+    assert reading.wait(SETTLE_TIMEOUT)
+    try:
+        assert cache._lock.acquire(timeout=SETTLE_TIMEOUT)  # free while the read is out
+        cache._lock.release()
+    finally:
+        release.set()
+    assert until(cache, lambda s: (p := s.partition("t", 0)) is not None and p.leader_epoch == 1)
+
+
+def test_a_state_read_older_than_the_one_held_is_dropped(cache: MetadataCache, store: EmbeddedMetadataStore) -> None:
+    """Read without the lock, a state may arrive after a newer one (a reload read it meanwhile): the znode version
+    decides, so the view never goes back."""
+    path = "/brokers/topics/t/partitions/0/state"
+    store.create("/brokers/topics/t", TopicAssignment({0: [1]}).encode())
+    store.create(path, PartitionState(1, 0, 1, (1,)).encode(), makepath=True)
+    stale = store.get(path)
+    store.set(path, PartitionState(1, 1, 1, (1,)).encode())
+    store.set(path, PartitionState(1, 2, 1, (1,)).encode())
+    held = until(cache, lambda s: (p := s.partition("t", 0)) is not None and p.zk_version == 2)
+    cache._apply_state("t", 0, stale)
+    assert cache.snapshot().partition("t", 0) == held.partition("t", 0)
