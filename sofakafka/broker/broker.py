@@ -407,6 +407,11 @@ class Broker:
         await self.run_blocking(self._log_manager.startup)
         self._logs_loaded = True
         cache = self._node.cache
+        # A log dir offline from start-up (unreadable, a file in its place): the replicas placed here that no
+        # online dir holds are offline, not created empty, until the controller leads them elsewhere.
+        claimed = self._log_manager.claim_offline_at_startup(
+            (p.topic, p.partition) for topic in cache.snapshot().topics.values()
+            for p in topic.partitions.values() if self.broker_id in p.replicas)
 
         def known_partition(tp: tuple[str, int]) -> bool:
             return cache.snapshot().partition(*tp) is not None
@@ -428,6 +433,11 @@ class Broker:
                                              topic_admin=lambda: node.admin, bootstrap=self._own_bootstrap,
                                              security=self.security.inter_broker)
             self._audit.start()
+        if self._log_manager.offline_log_dirs:
+            # Tell the controller as a failure at run time does (Kafka's LogDirFailureHandler sees the dirs
+            # createAndValidateLogDirs put in its channel).
+            self._periodic.append(asyncio.get_running_loop().create_task(
+                self._after_log_dir_failure(claimed), name="log dirs offline at start-up"))
         self._node.cache.add_listener(self._on_metadata_changed)
         await self._apply_metadata()
         self._start_periodic_tasks()

@@ -40,13 +40,14 @@ each Log's own lock; a swap holds the manager's lock, then the current log's, th
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
 import queue
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -178,6 +179,8 @@ class LogManager:
         self.descriptor_cache = DescriptorCache(max_open_segment_files)
         self._offline_dirs: dict[Path, str] = {}  # offline log dir -> why
         self._offline_partitions: set[TopicPartition] = set()
+        # A dir went offline before its partitions were known (start-up): see claim_offline_at_startup.
+        self._offline_since_startup = False
         self._failed_dirs: queue.SimpleQueue[tuple[Path, OSError]] = queue.SimpleQueue()
         self._failure_thread: threading.Thread | None = None
         self._dir_failure_listeners: list[Callable[[Path, list[TopicPartition]], None]] = []
@@ -231,15 +234,27 @@ class LogManager:
         write_meta_properties(path, self.broker_id, self.cluster_id)
 
     def startup(self) -> None:
-        """Lock and load every log dir (blocking; recovery may read whole segments)."""
+        """Lock and load every log dir (blocking; recovery may read whole segments).
+
+        A dir that cannot be created, read, locked or loaded (an OSError: a file where the dir should be, an I/O
+        error) is taken offline and the broker goes on with the others, as Kafka's createAndValidateLogDirs and
+        loadLogs do; with none left, LogDirError (Kafka logs "Shutdown broker because none of the specified log
+        dirs ... can be created or validated" and halts). Which partitions an unreadable dir held is unknown:
+        ``claim_offline_at_startup`` takes the broker's other replicas offline, as Kafka refuses to create a log
+        that is not new while a dir is offline."""
         with self._lock:
             if self._started:
                 return
             try:
                 for log_dir in self.log_dirs:
-                    log_dir.mkdir(parents=True, exist_ok=True)
-                    self._lock_dir(log_dir)
+                    try:
+                        self._validate_dir(log_dir)
+                    except OSError as exc:
+                        self._fail_at_startup(log_dir, f"Failed to create or validate data directory {log_dir}: "
+                                                       f"{exc.strerror or exc}")
+                self._require_an_online_dir()
                 self._load_all()
+                self._require_an_online_dir()
             except BaseException:
                 self._unlock_dirs()
                 raise
@@ -252,27 +267,94 @@ class LogManager:
         if self._futures:
             self.mover.wake()
 
+    def _validate_dir(self, log_dir: Path) -> None:
+        log_dir.mkdir(parents=True, exist_ok=True)  # a regular file in its place: FileExistsError
+        if not log_dir.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, f"{log_dir} is not a readable log directory")
+        os.listdir(log_dir)  # readable at all
+        self._lock_dir(log_dir)
+        self._check_meta_properties(log_dir)
+
+    def _fail_at_startup(self, log_dir: Path, reason: str) -> None:
+        """Start-up could not use ``log_dir``: offline from the start, nothing of it loaded."""
+        log.error("log directory %s is offline: %s", log_dir, reason)
+        self._offline_dirs[log_dir] = reason
+        self._offline_since_startup = True
+        for tp in [tp for tp, d in self._log_dir_of.items() if d == log_dir]:
+            lg = self._logs.pop(tp)
+            del self._log_dir_of[tp]
+            with contextlib.suppress(OSError):
+                lg.close_handlers()
+
+    def _require_an_online_dir(self) -> None:
+        if not self.online_log_dirs:
+            message = (f"Shutdown broker because none of the specified log dirs from "
+                       f"{', '.join(str(d) for d in self.log_dirs)} can be created or validated")
+            log.critical("%s", message)
+            raise LogDirError(message)
+
+    def claim_offline_at_startup(self, replicas: Iterable[TopicPartition]) -> list[TopicPartition]:
+        """Of ``replicas`` (the partitions the metadata places on this broker at start-up), those without a log
+        here, when a dir went offline at start-up: their data may be in that dir, so they are offline, not
+        created empty elsewhere (Kafka's getOrCreateLog refuses a log that is not new while any dir is offline,
+        and its LeaderAndIsr answer KAFKA_STORAGE_ERROR makes the controller lead them elsewhere). Returns them."""
+        with self._lock:
+            if not self._offline_since_startup:
+                return []
+            claimed = sorted(tp for tp in set(replicas) if tp not in self._logs and tp not in self._offline_partitions)
+            self._offline_partitions.update(claimed)
+        if claimed:
+            log.warning("%d replicas of this broker have no log in an online dir while %s %s offline: taken offline",
+                        len(claimed), ", ".join(str(d) for d in self._offline_dirs),
+                        "is" if len(self._offline_dirs) == 1 else "are")
+        return claimed
+
     def _load_all(self) -> None:
         jobs: list[tuple[Path, Path, bool, dict[TopicPartition, int], dict[TopicPartition, int]]] = []
-        for log_dir in self.log_dirs:
-            self._check_meta_properties(log_dir)
-            clean = (log_dir / CLEAN_SHUTDOWN_FILE).exists()
-            recovery_points = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).read()
-            start_offsets = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).read()
-            for child in sorted(log_dir.iterdir()):
-                if not child.is_dir():
-                    continue
-                if child.name.endswith(DELETE_DIR_SUFFIX):
-                    self._pending_dir_deletes.append((0, child, None))
-                    continue
-                try:
-                    parse_topic_partition(child.name)
-                except ValueError:
-                    continue  # not a partition directory (e.g. the embedded metadata store)
-                jobs.append((log_dir, child, clean, recovery_points, start_offsets))
+        for log_dir in self.online_log_dirs:
+            try:
+                clean = (log_dir / CLEAN_SHUTDOWN_FILE).exists()
+                recovery_points = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).read()
+                start_offsets = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).read()
+                dir_jobs = []
+                for child in sorted(log_dir.iterdir()):
+                    if not child.is_dir():
+                        continue
+                    if child.name.endswith(DELETE_DIR_SUFFIX):
+                        self._pending_dir_deletes.append((0, child, None))
+                        continue
+                    try:
+                        parse_topic_partition(child.name)
+                    except ValueError:
+                        continue  # not a partition directory (e.g. the embedded metadata store)
+                    dir_jobs.append((log_dir, child, clean, recovery_points, start_offsets))
+            except OSError as exc:
+                self._fail_at_startup(log_dir, f"Error while loading log dir {log_dir}: {exc.strerror or exc}")
+                continue
+            jobs += dir_jobs
+
+        def load(job: tuple[Path, Path, bool, dict[TopicPartition, int], dict[TopicPartition, int]],
+                 ) -> tuple[Path, Log | OSError]:
+            try:
+                return job[0], self._load_log(*job)
+            except OSError as exc:
+                return job[0], exc
+
         with ThreadPoolExecutor(max_workers=self._threads * len(self.log_dirs),
                                 thread_name_prefix="log-recovery") as pool:
-            loaded = list(pool.map(lambda job: (job[0], self._load_log(*job)), jobs))
+            results = list(pool.map(load, jobs))
+        failed = {log_dir: exc for log_dir, exc in results if isinstance(exc, OSError)}
+        loaded: list[tuple[Path, Log]] = []
+        for log_dir, lg in results:
+            if isinstance(lg, OSError):
+                continue
+            if log_dir in failed:
+                with contextlib.suppress(OSError):
+                    lg.close_handlers()  # its dir goes offline: nothing of it is served
+                continue
+            loaded.append((log_dir, lg))
+        for log_dir, error in failed.items():
+            self._fail_at_startup(log_dir, f"Error while loading log dir {log_dir}: {error.strerror or error}")
         futures: dict[TopicPartition, tuple[Path, Log]] = {}
         for log_dir, lg in loaded:
             tp = (lg.topic, lg.partition)
@@ -288,13 +370,15 @@ class LogManager:
         for tp, (log_dir, lg) in sorted(futures.items()):
             self._adopt_loaded_future(tp, log_dir, lg)
         # Each dir's high watermarks for the logs in it (a partition moved between dirs may be in two files).
-        for log_dir in self.log_dirs:
-            for tp, hw in OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).read().items():
-                if self._log_dir_of.get(tp) == log_dir:
-                    self._logs[tp].update_high_watermark(hw)
-        for log_dir in self.log_dirs:
-            (log_dir / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
-            fsync_dir(log_dir)
+        for log_dir in self.online_log_dirs:
+            try:
+                for tp, hw in OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).read().items():
+                    if self._log_dir_of.get(tp) == log_dir:
+                        self._logs[tp].update_high_watermark(hw)
+                (log_dir / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
+                fsync_dir(log_dir)
+            except OSError as exc:
+                self._fail_at_startup(log_dir, f"Error while loading log dir {log_dir}: {exc.strerror or exc}")
         self._delete_pending_dirs(1 << 62)
 
     def _adopt_loaded_future(self, tp: TopicPartition, log_dir: Path, lg: Log) -> None:

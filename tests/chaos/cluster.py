@@ -5,6 +5,10 @@ min.insync.replicas=2, unclean election off), with each broker's INTERNAL and EX
 namespace address, so a partition between two namespaces really is one between two brokers (and between a
 broker and ZooKeeper). Every process is started with ``ip netns exec`` in a new session and kept as a Popen so
 it is reaped; ``close`` continues paused processes and stops everything, killing what will not stop.
+
+Each broker has two log dirs, as a JBOD broker has: ``data`` on the test's disk and ``data-b``, a tmpfs of its own
+(``SECOND_DIR_MB``, mounted before the broker first starts so the broker's mount namespace, made by ``ip netns
+exec``, has it), which the nemesis fills to fail that dir alone (``fail-log-dir``).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ ZK_PORT = 2181
 EXTERNAL_PORT = 9092
 INTERNAL_PORT = 9093
 WAIT_S = 90.0
+SECOND_DIR_MB = 512  # a limit, not an allocation: tmpfs takes memory as it is written
 
 
 def wait_for(what: str, predicate: Callable[[], bool], timeout: float = WAIT_S, interval: float = 0.2) -> float:
@@ -118,6 +123,7 @@ class ChaosCluster:
         self.zk: Process | None = None
         self.brokers: dict[int, Process] = {}
         self.broker_overrides: dict[int, dict[str, str]] = {b: {} for b in self.broker_ids}
+        self._mounted: list[Path] = []
 
     # -- addresses ------------------------------------------------------------------------------------------
     def node(self, broker_id: int) -> Node:
@@ -132,10 +138,19 @@ class ChaosCluster:
         return ",".join(f"{self.node(b).address}:{EXTERNAL_PORT}" for b in ids)
 
     # -- processes -----------------------------------------------------------------------------------------------
+    def data_dirs(self, broker_id: int) -> tuple[Path, Path]:
+        """The broker's log dirs: on the test's disk, and on its own tmpfs."""
+        broker_dir = self.directory / f"broker-{broker_id}"
+        return broker_dir / "data", broker_dir / "data-b"
+
     def start(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.start_zookeeper()
         for b in self.broker_ids:
+            second = self.data_dirs(b)[1]
+            second.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={SECOND_DIR_MB}m", "tmpfs", str(second)], check=True)
+            self._mounted.append(second)
             self._write_properties(b)
             self.brokers[b] = self._broker_process(b)
             self.brokers[b].start()
@@ -185,7 +200,7 @@ class ChaosCluster:
         broker_dir = self.directory / f"broker-{broker_id}"
         broker_dir.mkdir(parents=True, exist_ok=True)
         props = cl.broker_properties(broker_id, len(self.broker_ids), address, zookeeper_connect=self.zk_address,
-                                     log_dir=str(broker_dir / "data"),
+                                     log_dir=",".join(str(d) for d in self.data_dirs(broker_id)),
                                      overrides={**self.overrides, **self.broker_overrides[broker_id]})
         path = broker_dir / "server.properties"
         path.write_text(cl.render_properties(props, f"chaos broker {broker_id}"))
@@ -207,7 +222,18 @@ class ChaosCluster:
         if overrides is not None:
             self.broker_overrides[broker_id] = dict(overrides)
         self._write_properties(broker_id)
+        self.wait_unregistered(broker_id)
         process.start()
+
+    def wait_unregistered(self, broker_id: int) -> None:
+        """Until the stopped broker's registration is gone. A broker stopped while ZooKeeper was just restarted
+        may leave its old session's registration behind for a session timeout (the server restarted its
+        clock); a new process finding it refuses to start, as Kafka's does (its ephemeral node exists)."""
+        def gone() -> bool:
+            with self.client(5000) as c:
+                return broker_id not in c.metadata([]).brokers
+
+        wait_for(f"broker {broker_id}'s registration to go", gone, WAIT_S, 0.2)
 
     def live_brokers(self) -> list[int]:
         return [b for b, p in self.brokers.items() if p.alive() and not p.paused]
@@ -265,6 +291,8 @@ class ChaosCluster:
                 self.zk.resume()
                 self.zk.kill()
         finally:
+            for mount in self._mounted:
+                subprocess.run(["umount", "-l", str(mount)], check=False)
             self.net.close()
 
     def __enter__(self) -> ChaosCluster:

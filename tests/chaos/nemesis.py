@@ -7,9 +7,12 @@ Faults: ``kill-leader`` (kill -9 of a partition's leader, restarted once another
 ``pause-zookeeper``, ``partition-leader`` (a leader cut off from the other brokers, ZooKeeper still reachable),
 ``partition-zookeeper`` (a broker cut off from ZooKeeper, the other brokers still reachable), ``isolate``
 (a broker cut off from everyone, clients included), ``clock-skew`` (a broker restarted with its wall clock
-``sofakafka.test.clock.offset.ms`` ahead or behind, then restarted on the system's clock) and ``disk-full``
-(a broker whose log dir is a small tmpfs filled up: it stops itself, as Kafka halts with every log dir offline,
-and is restarted with space again).
+``sofakafka.test.clock.offset.ms`` ahead or behind, then restarted on the system's clock), ``disk-full``
+(a broker whose log dirs are small tmpfs filled up: it stops itself, as Kafka halts with every log dir offline,
+and is restarted with space again) and ``fail-log-dir`` (one of the two log dirs of a partition's leader fails
+under it, its tmpfs filled while the workload writes: the broker takes that dir offline and keeps running with
+the other, the controller leads that dir's partitions elsewhere, as Kafka's log dir failure handling does; the
+broker is restarted with the dir usable again).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from sofakafka.protocol.errors import ErrorCode
 from tests.chaos.cluster import ChaosCluster, wait_for
 from tests.chaos.history import History
 
@@ -150,20 +154,73 @@ class Nemesis:
     def disk_full(self) -> None:
         def act() -> dict[str, object]:
             b = self.rng.choice(self.cluster.broker_ids)
-            data = self.cluster.directory / f"broker-{b}" / "data"
+            data, second = self.cluster.data_dirs(b)
             process = self.cluster.brokers[b]
             process.stop()
             used_mb = sum(f.stat().st_size for f in data.rglob("*") if f.is_file()) // (1 << 20)
             with small_log_dir(data, size_mb=used_mb + 32) as filler:
+                self.cluster.wait_unregistered(b)
                 process.start()
                 self.settle()
+                # Both dirs full, none left: the broker stops itself. The second to the last byte, so that the
+                # few partitions there, written slowly, fail at their next write rather than after 128 KiB.
+                fill(second / "filler", leave=0)
                 fill(filler, leave=128 * 1024)
-                wait_for(f"broker {b} to stop itself with its log dir full", lambda: not process.alive(),
+                wait_for(f"broker {b} to stop itself with its log dirs full", lambda: not process.alive(),
                          SETTLE_S, 0.5)
+            (second / "filler").unlink()
             self.cluster.restart_broker(b)
             return {"broker": b}
 
         self._run("disk-full", act)
+
+    def fail_log_dir(self) -> None:
+        def act() -> dict[str, object]:
+            leaders = {p: info[0] for p, info in self.cluster.partitions(self.topic).items()}
+            in_second: list[tuple[int, int]] = []  # (partition, its leader) whose log is in the leader's tmpfs dir
+            with self.cluster.client() as c:
+                for p, b in sorted(leaders.items()):
+                    second = str(self.cluster.data_dirs(b)[1].resolve())
+                    if any(d.log_dir == second and any(x.topic == self.topic and x.partition == p and not x.is_future
+                                                       for x in d.partitions) for d in c.describe_log_dirs(b)):
+                        in_second.append((p, b))
+            moved = False
+            if in_second:
+                p, b = self.rng.choice(in_second)
+            else:
+                # None is there: move one (AlterReplicaLogDirs, KIP-113) while it leads and takes writes.
+                p = self.rng.choice(sorted(leaders))
+                b = leaders[p]
+                second = str(self.cluster.data_dirs(b)[1].resolve())
+                with self.cluster.client() as c:
+                    assert c.alter_replica_log_dirs(b, {(self.topic, p): second}) == {(self.topic, p): ErrorCode.NONE}
+
+                def there() -> bool:
+                    with self.cluster.client(5000) as c:
+                        return any(d.log_dir == second and any(x.topic == self.topic and x.partition == p
+                                                               and not x.is_future for x in d.partitions)
+                                   for d in c.describe_log_dirs(b))
+
+                wait_for(f"partition {p} moved into broker {b}'s second log dir", there, SETTLE_S, 0.5)
+                moved = True
+            second_dir = self.cluster.data_dirs(b)[1]
+            process = self.cluster.brokers[b]
+            fill(second_dir / "filler", leave=0)  # the next write there needs space: ENOSPC, the dir goes offline
+
+            def offline() -> bool:
+                with self.cluster.client(5000) as c:
+                    return any(d.log_dir == str(second_dir.resolve()) and d.error == ErrorCode.KAFKA_STORAGE_ERROR
+                               for d in c.describe_log_dirs(b))
+
+            wait_for(f"broker {b} to take {second_dir} offline", offline, SETTLE_S, 0.5)
+            self._new_leader_elected(p, b)
+            assert process.alive(), f"broker {b} stopped with one of its two log dirs offline"
+            process.stop()
+            (second_dir / "filler").unlink()
+            self.cluster.restart_broker(b)
+            return {"partition": p, "broker": b, "moved_first": moved}
+
+        self._run("fail-log-dir", act)
 
 
 class small_log_dir:

@@ -5,8 +5,8 @@ long form is this module's command line, which prints the figures docs/reliabili
     .venv/bin/python -m tests.chaos.run --leader-kills 100 --each 5 --dir /tmp/chaos-long
 
 ``--leader-kills N`` kill -9s N partition leaders; ``--each M`` runs every other fault (broker pause, ZooKeeper
-kill and pause, partitions leader/brokers and broker/ZooKeeper, isolation, clock skew, disk full) M times; the
-faults are shuffled with ``--seed``. Beside the idempotent producers (``--producers``, ``--rate``) run
+kill and pause, partitions leader/brokers and broker/ZooKeeper, isolation, clock skew, disk full, one failed log
+dir) M times; the faults are shuffled with ``--seed``. Beside the idempotent producers (``--producers``, ``--rate``) run
 ``--txn-producers`` transactional ones (default 1, ``--txn-rate`` transactions a second each, a quarter aborted
 on purpose) and, with them, a read_committed consumer next to the read_uncommitted ones; ``--txn-producers 0``
 runs without transactions. Needs root (namespaces, tmpfs), Java and Debian's zookeeper package. The history,
@@ -44,7 +44,7 @@ TRANSACTION_STATE = "__transaction_state"
 STABLE_WAIT_S = 90.0  # for the last stable offsets to reach the high watermarks after the run (a transaction
 # left open by a producer that gave up is aborted by its coordinator after transaction.timeout.ms, 20 s)
 FAULTS = ["pause-broker", "kill-zookeeper", "pause-zookeeper", "partition-leader", "partition-zookeeper",
-          "isolate", "clock-skew", "disk-full"]
+          "isolate", "clock-skew", "disk-full", "fail-log-dir"]
 
 
 @dataclass
@@ -116,6 +116,7 @@ def run(directory: Path, plan: Plan, log: object = print) -> Outcome:
             "kill-zookeeper": nemesis.kill_zookeeper, "pause-zookeeper": nemesis.pause_zookeeper,
             "partition-leader": nemesis.partition_leader, "partition-zookeeper": nemesis.partition_zookeeper,
             "isolate": nemesis.isolate, "clock-skew": nemesis.clock_skew, "disk-full": nemesis.disk_full,
+            "fail-log-dir": nemesis.fail_log_dir,
         }
         try:
             # The first init_transactions creates __transaction_state: every replica of it in its ISR before the

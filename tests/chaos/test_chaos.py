@@ -29,7 +29,7 @@ def test_a_short_chaos_run_loses_duplicates_and_reorders_nothing_and_read_commit
     report = outcome.report
     assert report.valid, outcome.summary() + "\n" + "\n".join(lines)
     assert report.acknowledged > 100, outcome.summary()
-    assert report.faults.get("kill-leader") == 2 and len(report.faults) == 9, report.faults
+    assert report.faults.get("kill-leader") == 2 and len(report.faults) == 10, report.faults
     assert report.polled > 0
     # Transactions ran, committed and aborted (a quarter on purpose), and read_committed read the end.
     assert report.transactions.get("committed", 0) > 10 and report.transactions.get("aborted", 0) > 0, \
