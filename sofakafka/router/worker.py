@@ -92,6 +92,8 @@ class Router:
         self._consumer: Any = None
         self._producer: Any = None
         self.transactions = 0
+        self.marker_commits = 0
+        """Commits made only to step over transaction markers (``_commit_markers``)."""
         self._committed: dict[tuple[str, int], int] = {}
         """Where this process last committed each partition it holds (or found committed), to notice a position
         that moved past transaction markers alone (``_commit_markers``)."""
@@ -265,6 +267,7 @@ class Router:
                 self._producer.abort_transaction(60)
                 return
         self._committed.update(((tp.topic, tp.partition), tp.offset) for tp in offsets)
+        self.marker_commits += 1
 
     def _rewind(self) -> None:
         """After an aborted transaction: back to the committed offsets, so the batch is copied again."""

@@ -215,4 +215,8 @@ def test_a_source_ending_in_transaction_markers_reaches_lag_0(router_broker: Bro
             end = client.list_offsets(f"{prefix}.R1.bills", {0: -1})[0].offset
         assert end == 5  # the bill, three aborted records, the abort marker
         wait_for_lag_0()
+        stepped = r.marker_commits
+        assert stepped >= 1
+        time.sleep(2.0)  # idle polls: nothing more to step over, so nothing more is committed
+        assert r.marker_commits == stepped
     assert r.stats["bills-r1-to-r2"].copied == 1
