@@ -7,7 +7,9 @@ decoded, and the handler started as a task. Several requests of one connection m
 Fetch waiting in purgatory does not hold back the Metadata request behind it), but each request takes a slot
 in a FIFO when it arrives and responses leave in slot order, as Kafka's protocol requires. Produce handlers
 hand their appends to a single append thread in the order they start, and tasks start in the order they are
-created, so the appends of one connection also happen in request order.
+created, so the appends of one connection happen in request order. A Produce behind an unanswered acks=all
+Produce of its connection starts only once that one is answered, as in Kafka, which handles a connection's
+requests one at a time (what goes wrong otherwise is in ``_may_start``); reading stops while it waits.
 
 Backpressure, both ways: when ``queued.max.requests`` requests are in flight, or the transport's write buffer
 is above its high-water mark (a client not reading its responses), reading stops; it resumes when both have
@@ -88,6 +90,8 @@ _EMPTY_VIEW = memoryview(b"")
 # connections active within the same millisecond tie and "least recently active" would pick one at random.
 _ACTIVITY_ORDER = itertools.count(1)
 _FETCH_KEY = int(ApiKey.FETCH)
+_PRODUCE_KEY = int(ApiKey.PRODUCE)
+_PRODUCE_KEY_BYTES = struct.pack(">h", _PRODUCE_KEY)  # a request frame starts with its API key
 
 
 class ConnectionOwner(Protocol):
@@ -118,6 +122,7 @@ class _Slot:
     correlation_id: int
     done: bool = False
     chunks: Sequence[bytes | bytearray | memoryview] | None = None
+    acks_all: bool = False  # an acks=all Produce: later Produces wait for its answer (KafkaConnection._may_start)
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -160,7 +165,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # client with many requests in flight cannot get them all in before the first throttle (see _dispatch).
         self._one_at_a_time = False
         self._one_busy = False
-        self._held: collections.deque[bytearray] = collections.deque()
+        self._held: collections.deque[bytearray] = collections.deque()  # read but not started (_may_start)
+        self._releasing = False
+        self._acks_all_unanswered = 0
         self._metrics = server.broker.metrics
 
     # -- transport callbacks -------------------------------------------------------------------------------
@@ -321,11 +328,30 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # A complete request is what counts as activity for connections.max.idle.ms, not bytes that trickle in.
         self._last_activity = asyncio.get_running_loop().time()
         self._activity_order = next(_ACTIVITY_ORDER)
-        if self._one_at_a_time and (self._one_busy or self._held or self._unmute_timer is not None):
-            self._held.append(frame)  # read before the last request's throttle was known: its turn comes later
+        if self._held or not self._may_start(frame):
+            self._held.append(frame)  # its turn comes when the requests before it allow (see _may_start)
             self._update_reading()
             return
         self._dispatch_now(frame)
+
+    def _may_start(self, frame: bytearray) -> bool:
+        """Whether a request read now may start, given what the connection's earlier requests are doing.
+
+        A client with a quota waits for the last request's throttle to be known and served. A Produce waits
+        while an earlier acks=all Produce of the connection is unanswered, as in Kafka (which mutes a
+        connection until its request is answered): it is checked against the producer's sequence numbers and
+        the partition's leadership only once the one before it has its outcome. Started together, the second
+        could be refused OUT_OF_ORDER_SEQUENCE_NUMBER while the first still waited for its replicas as
+        leadership moved, which makes librdkafka bump its epoch and resend what may already be stored (a
+        duplicate no broker can catch). An acks=1 or acks=0 Produce has its outcome at its append, and appends
+        run in the order their requests started, so what follows it need not wait (and pipelined small
+        produces keep their throughput)."""
+        if self._one_at_a_time and (self._one_busy or self._unmute_timer is not None):
+            return False
+        if self._acks_all_unanswered and frame[:2] == _PRODUCE_KEY_BYTES:
+            sasl = self.sasl
+            return sasl is not None and sasl.expecting_raw_token  # a bare SASL token is not a request
+        return True
 
     def _dispatch_now(self, frame: bytearray) -> None:
         sasl = self.sasl
@@ -367,6 +393,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.close_for(f"malformed {_api_name(key)} v{version} request: {exc}")
             return
         slot = _Slot(header.correlation_id)
+        if key == _PRODUCE_KEY and getattr(body, "acks", 0) == -1:
+            slot.acks_all = True
+            self._acks_all_unanswered += 1
         self._pending.append(slot)
         self.requests_handled += 1
         fetch_kind = None
@@ -399,9 +428,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._release_held()
 
     def _release_held(self) -> None:
-        """Dispatch the requests held back for a client with a quota, one at a time, once it is not muted."""
-        while self._held and not self._one_busy and self._unmute_timer is None and not self._closing:
-            self._dispatch_now(self._held.popleft())
+        """Start the requests held back, in the order they came, as far as _may_start lets them."""
+        if self._releasing:
+            return  # a request started below was answered at once: the loop that started it goes on
+        self._releasing = True
+        try:
+            while self._held and not self._closing and self._may_start(self._held[0]):
+                self._dispatch_now(self._held.popleft())
+        finally:
+            self._releasing = False
         self._update_reading()
 
     def _raw_sasl_token(self, sasl: SaslAuthenticator, token: bytes) -> None:
@@ -552,6 +587,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _finish(self, slot: _Slot, chunks: Sequence[bytes | bytearray | memoryview] | None) -> None:
         slot.done = True
         slot.chunks = chunks
+        release = False
+        if slot.acks_all:
+            self._acks_all_unanswered -= 1
+            release = not self._acks_all_unanswered and bool(self._held)
         if self._closing or self.transport is None:
             return
         pending = self._pending
@@ -582,6 +621,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         if not pending:
             self._maybe_release_scratch()
+        if release:
+            self._release_held()
+            return
         self._update_reading()
 
     # -- flow control, idleness, closing -------------------------------------------------------------------------
@@ -590,7 +632,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         too_many = len(self._pending) >= self.server.max_inflight
         muted = self._unmute_timer is not None
-        one_waits = self._one_at_a_time and (self._one_busy or bool(self._held))
+        one_waits = bool(self._held) or (self._one_at_a_time and self._one_busy)
         want = (not self._write_paused and not too_many and not self.server.shutting_down
                 and not self._close_when_drained and not muted and not one_waits)
         if want and not self._reading:

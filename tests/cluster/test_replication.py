@@ -10,6 +10,7 @@ ISR. Partition state is read from the znodes with kazoo, as an operator's toolin
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,11 +26,14 @@ from kafka.admin import NewTopic
 from kazoo.client import KazooClient
 
 from sofakafka.client.connection import BrokerConnection
+from sofakafka.protocol.api import ApiKey, decode_response, encode_request, size_prefixed
 from sofakafka.protocol.errors import ErrorCode
+from sofakafka.protocol.headers import RequestHeader
 from sofakafka.protocol.messages.fetch import FetchRequest, FetchResponse
 from sofakafka.protocol.messages.produce import ProduceRequest, ProduceResponse
 from sofakafka.protocol.records import RecordBatchBuilder
 from tests.cluster.conftest import ZooKeeperServer, forget_dead_broker_sockets
+from tests.integration import wire
 from tests.integration.conftest import BrokerProcess
 
 WAIT_S = 60.0
@@ -316,13 +320,45 @@ def test_kill_9_of_the_leader_under_acks_all_load_loses_no_acknowledged_record(c
     assert _consume_all(cluster.bootstrap, topic, 3, len(acked)).items() >= acked.items()
 
 
+def _pipelined_acks_all_produces(broker: BrokerProcess, topic: str, values: list[bytes]) -> list[int]:
+    """Produce requests with acks=all, one record each, written to one connection at once (as librdkafka
+    pipelines them); the error code of each answer, in order."""
+    frames = []
+    for corr, value in enumerate(values, 1):
+        batch = RecordBatchBuilder()
+        batch.append_record(0, int(time.time() * 1000), b"k", value)
+        body = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=int(WAIT_S * 1000), topics=[
+            ProduceRequest.TopicProduceData(name=topic, partitions=[
+                ProduceRequest.TopicProduceData.PartitionProduceData(partition_index=0, records=batch.build())])])
+        header = RequestHeader(request_api_key=body.API_KEY, request_api_version=8, correlation_id=corr,
+                               client_id="pipelined")
+        frames.append(size_prefixed(encode_request(header, body)))
+    codes = []
+    with socket.create_connection((broker.host, broker.port), timeout=2 * WAIT_S) as s:
+        s.sendall(b"".join(frames))
+        for corr in range(1, len(values) + 1):
+            answer_header, response = decode_response(wire.recv_frame(s), ApiKey.PRODUCE, 8)
+            assert answer_header.correlation_id == corr
+            assert isinstance(response, ProduceResponse)
+            codes.append(response.responses[0].partitions[0].error_code)
+    return codes
+
+
 def test_acks_all_is_refused_when_the_isr_is_below_min_insync_replicas(cluster: Cluster, tmp_path: Path) -> None:
+    """Below min.insync.replicas an acks=all append is refused, and one already appended is answered
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND. A Produce pipelined behind an unanswered acks=all one on the same
+    connection is checked only once that one is answered, as in Kafka (which handles a connection's requests
+    one at a time): here the second is refused before its append, not appended beside the first."""
     topic = "too-few"
     cluster.create_topic(topic, partitions=1)
     leader = cluster.leader(topic, 0)
     for b in range(3):
         if b != leader:
             cluster.brokers[b].kill()
+    # The leader still counts the dead followers in its ISR (until their lag or sessions run out): the first
+    # append waits for them, and is answered when the ISR shrinks below min.insync.replicas.
+    codes = _pipelined_acks_all_produces(cluster.brokers[leader], topic, [b"first", b"second"])
+    assert codes == [ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.NOT_ENOUGH_REPLICAS]
     cluster.wait_for("an ISR of the leader alone", lambda: cluster.isr(topic, 0) == [leader])
     ck = CKProducer({"bootstrap.servers": cluster.brokers[leader].bootstrap, "acks": "all",
                      "message.timeout.ms": 3000, "retries": 0})
