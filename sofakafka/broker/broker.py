@@ -419,6 +419,7 @@ class Broker:
         self._replica_manager = ReplicaManager(self.broker_id, self._log_manager, metrics=self._metrics,
                                                known_partition=known_partition)
         self._replica_manager.txn_verification = config.get_bool("transaction.partition.verification.enable")
+        self.fetch_sessions.attach(self._replica_manager)
         self._replication = Replication(config, self.broker_id, self._replica_manager, self.store,
                                         self._node.cache.snapshot, self.run_blocking,
                                         security=self.security.inter_broker)
@@ -897,7 +898,17 @@ class Broker:
     def _start_periodic_tasks(self) -> None:
         config = self.config
         lm = self.log_manager
-        self._every("log retention", config.get_int("log.retention.check.interval.ms"), lm.cleanup_logs)
+        def retention() -> list[tuple[str, int]]:
+            moved: list[tuple[str, int]] = []
+            lm.cleanup_logs(moved)
+            return moved
+
+        def retention_done(moved: list[tuple[str, int]]) -> None:
+            # A leader's log start reaches its followers through their fetch sessions, which must look again.
+            if moved and self._replica_manager is not None:
+                self._replica_manager.partitions_changed(moved)
+
+        self._every("log retention", config.get_int("log.retention.check.interval.ms"), retention, retention_done)
         flush_interval = config.get_int("log.flush.scheduler.interval.ms")
         if flush_interval < LONG_MAX // 2:
             self._every("log flusher", flush_interval, lm.flush_dirty_logs)
@@ -937,7 +948,9 @@ class Broker:
             except Exception:
                 log.exception("publishing the members of filtered groups failed")
 
-    def _every(self, name: str, interval_ms: int, work: Callable[[], object]) -> None:
+    def _every(self, name: str, interval_ms: int, work: Callable[[], T], then: Callable[[T], None] | None = None
+               ) -> None:
+        """``work`` on the blocking executor every ``interval_ms``; ``then`` on the loop with its result."""
         if interval_ms <= 0:
             return
 
@@ -945,7 +958,9 @@ class Broker:
             while True:
                 await asyncio.sleep(interval_ms / 1000.0)
                 try:
-                    await self.run_blocking(work)
+                    result = await self.run_blocking(work)
+                    if then is not None:
+                        then(result)
                 except Exception:
                     log.exception("%s failed", name)
 

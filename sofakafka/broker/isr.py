@@ -188,6 +188,8 @@ class IsrManager:
             else:
                 # A shrink below min.insync.replicas must fail waiting acks=-1 produces now.
                 self._rm.produce_purgatory.check_and_complete(part.tp)
+                # Fetch sessions park only in-sync followers: one that left the ISR is fetched again.
+                self._rm.notify_changed([part.tp])
 
     async def _propagate(self) -> None:
         if not self._pending_notifications:

@@ -35,7 +35,12 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from sofakafka.broker.replica_manager import ReplicaManager, TopicPartition
-from sofakafka.broker.replication_quota import UNTHROTTLED, ReplicationQuota, follower_throttled
+from sofakafka.broker.replication_quota import (
+    FOLLOWER_THROTTLED_REPLICAS,
+    UNTHROTTLED,
+    ReplicationQuota,
+    follower_throttled,
+)
 from sofakafka.client.errors import AuthenticationError
 from sofakafka.client.security import ClientSecurity, SaslLogin
 from sofakafka.controller.metadata import ClusterMetadata, PartitionMetadata
@@ -171,6 +176,33 @@ class FetchSessionHandler:
         self._session = dict(wanted)
         self.incremental_requests += 1
         return FetchRequestData(self.session_id, self.epoch, to_send, forgotten, dict(wanted))
+
+    @property
+    def needs_full(self) -> bool:
+        """The next request must be full (no session yet, or starting over)."""
+        return self.epoch == INITIAL_EPOCH
+
+    def build_changes(self, changes: Mapping[TopicPartition, PartitionFetchState | None]) -> FetchRequestData:
+        """An incremental request after the partitions of ``changes`` changed (None: no longer fetched); the
+        session's other partitions stay as they are. Costs per partition of ``changes``: the caller vouches that
+        nothing else changed (``ReplicaFetcher`` notes every partition whose log end it moves). The request's
+        ``session`` is the session itself, valid until the next build."""
+        if self.needs_full:
+            raise ValueError("a full request is built from every partition (build)")
+        to_send: dict[TopicPartition, PartitionFetchState] = {}
+        forgotten: list[TopicPartition] = []
+        session = self._session
+        for tp, state in changes.items():
+            held = session.get(tp)
+            if state is None:
+                if held is not None:
+                    del session[tp]
+                    forgotten.append(tp)
+            elif held != state:
+                session[tp] = state
+                to_send[tp] = state
+        self.incremental_requests += 1
+        return FetchRequestData(self.session_id, self.epoch, to_send, forgotten, session)
 
     def handle_response(self, sent: FetchRequestData, error: int, session_id: int,
                         answered: Collection[TopicPartition]) -> bool:
@@ -318,6 +350,15 @@ class ReplicaFetcher:
         self._settings = manager.settings
         self._rm = manager.replica_manager
         self.partitions: dict[TopicPartition, FollowedPartition] = {}
+        # What a round looks at, so that a quiet partition costs nothing per fetch here either: the partitions
+        # whose fetch state may differ from the session's (added, removed, answered, truncated, rested or back
+        # from a rest, held by the throttle or released). Every change of a followed log's end goes through this
+        # fetcher (appends, truncations), and each marks its partition here.
+        self._pending: set[TopicPartition] = set()
+        self._resting: set[TopicPartition] = set()
+        self._held: set[TopicPartition] = set()
+        # The followed partition each session partition was last sent for (its response is applied to that one).
+        self._in_session: dict[TopicPartition, FollowedPartition] = {}
         self._wake = asyncio.Event()
         self._stopping = False
         self._conn: _Connection | None = None
@@ -326,10 +367,14 @@ class ReplicaFetcher:
 
     def add(self, fp: FollowedPartition) -> None:
         self.partitions[fp.tp] = fp
+        self._pending.add(fp.tp)
+        self._resting.discard(fp.tp)
         self._wake.set()
 
     def remove(self, tp: TopicPartition) -> None:
-        self.partitions.pop(tp, None)
+        if self.partitions.pop(tp, None) is not None:
+            self._pending.add(tp)
+            self._resting.discard(tp)
 
     async def stop(self) -> None:
         # The flag as well as the cancel: Python 3.11's asyncio.wait_for returns the result instead of raising
@@ -359,34 +404,48 @@ class ReplicaFetcher:
                                                 self._settings.socket_timeout_ms / 1000.0, self._settings.security)
         return self._conn
 
-    def _ready(self) -> list[FollowedPartition]:
-        now = time.monotonic()
-        return [fp for fp in self.partitions.values() if fp.resume_at <= now]
-
     def _current(self, fp: FollowedPartition) -> bool:
         """Still followed from this leader at this epoch (not replaced while a request was out)."""
         return self.partitions.get(fp.tp) is fp
 
     def _rest(self, fp: FollowedPartition) -> None:
         fp.resume_at = time.monotonic() + self._settings.fetch_backoff_ms / 1000.0
+        self._resting.add(fp.tp)
+        self._pending.add(fp.tp)
+
+    def _resume_rested(self) -> float | None:
+        """Partitions whose rest is over are fetched again; returns the seconds until the next one's is."""
+        if not self._resting:
+            return None
+        now = time.monotonic()
+        soonest: float | None = None
+        for tp in list(self._resting):
+            fp = self.partitions.get(tp)
+            if fp is None or fp.resume_at <= now:
+                self._resting.discard(tp)
+                self._pending.add(tp)
+            elif soonest is None or fp.resume_at - now < soonest:
+                soonest = fp.resume_at - now
+        return soonest
+
+    def _fetchable(self, fp: FollowedPartition) -> bool:
+        return not fp.needs_truncation and fp.tp not in self._resting and fp.tp not in self._held
 
     async def _run(self) -> None:
         while not self._stopping:
-            ready = self._ready()
-            if not ready:
+            until_rested = self._resume_rested()
+            if not self._pending and not self.session.partitions:
+                # Nothing to send and nothing the leader holds for us: wait for a partition (or a rest's end).
                 self._wake.clear()
-                resting = [fp.resume_at for fp in self.partitions.values()]
-                delay = max(0.0, min(resting) - time.monotonic()) if resting else None
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), delay)
+                    await asyncio.wait_for(self._wake.wait(), until_rested)
                 continue
             try:
-                truncating = [fp for fp in ready if fp.needs_truncation]
+                truncating = [fp for tp in self._pending if (fp := self.partitions.get(tp)) is not None
+                              and fp.needs_truncation and tp not in self._resting]
                 if truncating:
                     await self._truncate(truncating)
-                fetching = [fp for fp in ready if not fp.needs_truncation and self._current(fp)]
-                if fetching:
-                    await self._fetch(fetching)
+                await self._fetch()
             except (TimeoutError, OSError, ConnectionError, asyncio.IncompleteReadError, DecodeError,
                     AuthenticationError) as exc:
                 log.info("replica fetcher from broker %d: %s; retrying in %d ms", self.source_broker,
@@ -486,26 +545,75 @@ class ReplicaFetcher:
         await self._rm.run_append(truncate)
 
     # -- fetch -------------------------------------------------------------------------------------------------------
-    async def _fetch(self, partitions: list[FollowedPartition]) -> None:
+    def _fetch_state(self, fp: FollowedPartition) -> PartitionFetchState:
+        lg = fp.log
+        return PartitionFetchState(lg.log_end_offset, lg.log_start_offset, self._settings.fetch_max_bytes,
+                                   fp.leader_epoch)
+
+    def _throttled(self) -> set[TopicPartition]:
+        """The partitions the follower quota throttles, and the throttle's held set brought up to date (a partition
+        held or released is pending). Costs a look at the topic configs unless some topic is throttled."""
         s = self._settings
-        wanted: dict[TopicPartition, PartitionFetchState] = {}
-        offsets: dict[TopicPartition, tuple[FollowedPartition, int]] = {}
+        snapshot = self._manager.metadata()
+        if not any(cfg.get(FOLLOWER_THROTTLED_REPLICAS) for cfg in snapshot.topic_configs.values()):
+            throttled: set[TopicPartition] = set()
+            held: set[TopicPartition] = set()
+        else:
+            candidates = [tp for tp, fp in self.partitions.items() if fp.tp not in self._resting]
+            throttled, held = follower_throttled(snapshot, s.broker_id, self._manager.follower_quota,
+                                                 s.follower_throttled_rate, candidates)
+        if held != self._held:
+            self._pending.update(held ^ self._held)
+            self._held = held
+        return throttled
+
+    async def _fetch(self) -> None:
+        s = self._settings
         quota = self._manager.follower_quota
-        throttled, held = follower_throttled(self._manager.metadata(), s.broker_id, quota, s.follower_throttled_rate,
-                                             [fp.tp for fp in partitions])
-        if held:
-            partitions = [fp for fp in partitions if fp.tp not in held]
-            if not partitions and not self.session.partitions:
-                # Nothing to fetch and nothing to forget: back off as Kafka's fetcher does, until the rate allows.
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), s.fetch_backoff_ms / 1000.0)
-                self._wake.clear()
+        throttled = self._throttled()
+        # Partitions still to truncate (added while this round truncated others) are looked at next round again.
+        truncating = {tp for tp in self._pending if (fp := self.partitions.get(tp)) is not None
+                      and fp.needs_truncation and tp not in self._resting}
+        if self.session.needs_full:
+            wanted = {tp: self._fetch_state(fp) for tp, fp in self.partitions.items() if self._fetchable(fp)}
+            self._in_session = {tp: self.partitions[tp] for tp in wanted}
+            if not wanted:
+                self._pending = truncating
+                if self._held:
+                    # Nothing to fetch but held partitions: back off as Kafka's fetcher does, until the rate allows.
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), s.fetch_backoff_ms / 1000.0)
+                    self._wake.clear()
+                    self._pending.update(self._held)
                 return
-        for fp in partitions:
-            offset = fp.log.log_end_offset
-            offsets[fp.tp] = (fp, offset)
-            wanted[fp.tp] = PartitionFetchState(offset, fp.log.log_start_offset, s.fetch_max_bytes, fp.leader_epoch)
-        data = self.session.build(wanted)
+            data = self.session.build(wanted)
+        else:
+            changes: dict[TopicPartition, PartitionFetchState | None] = {}
+            for tp in self._pending:
+                fp = self.partitions.get(tp)
+                if fp is not None and self._fetchable(fp):
+                    changes[tp] = self._fetch_state(fp)
+                    self._in_session[tp] = fp
+                else:
+                    changes[tp] = None
+                    self._in_session.pop(tp, None)
+            in_session = self.session.partitions
+            if (not truncating and all(tp in self._resting for tp in changes)
+                    and sum(1 for tp in changes if tp in in_session) == len(in_session)):
+                # Every partition rests: send nothing, as when nothing is ready, rather than empty the session
+                # (the leader would close it). They are looked at again once a rest is over.
+                now = time.monotonic()
+                resumes = [fp.resume_at for tp in self._resting if (fp := self.partitions.get(tp)) is not None]
+                delay = min(resumes) - now if resumes else 0.0
+                if delay > 0:
+                    self._wake.clear()
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), delay)
+                return
+            # A session left empty is closed by the leader (it answers with session id 0), and the full request
+            # that follows, with nothing to fetch, is where a fetcher whose partitions are all held backs off.
+            data = self.session.build_changes(changes)
+        self._pending = truncating
         by_topic: dict[str, list[FetchRequest.FetchableTopic.FetchPartition]] = {}
         for (topic, partition), state in data.to_send.items():
             by_topic.setdefault(topic, []).append(FetchRequest.FetchableTopic.FetchPartition(
@@ -520,11 +628,13 @@ class ReplicaFetcher:
             topics=[FetchRequest.FetchableTopic(name=t, fetch_partitions=ps) for t, ps in by_topic.items()],
             forgotten=[FetchRequest.ForgottenTopic(name=t, forgotten_partition_indexes=ps)
                        for t, ps in forgotten.items()])
+        session_size = len(data.session)
         try:
             conn = await self._connection()
             response = await conn.send(request, FETCH_VERSION, (s.socket_timeout_ms + s.fetch_wait_max_ms) / 1000)
         except BaseException:
             self.session.handle_error()
+            self._pending.update(self.partitions)
             raise
         assert isinstance(response, FetchResponse)
         answered = [(t.name, p.partition_index) for t in response.topics for p in t.partitions]
@@ -532,23 +642,30 @@ class ReplicaFetcher:
         accepted = self.session.handle_response(data, response.error_code, response.session_id, answered)
         if self.session.sessions_opened != opened:
             log.info("fetch session %d opened with broker %d for %d partitions", self.session.session_id,
-                     self.source_broker, len(data.session))
+                     self.source_broker, session_size)
+        if self.session.needs_full:
+            self._pending.update(self.partitions)  # the next request is full: every partition is looked at
         if not accepted:
             if response.error_code not in _SESSION_ERRORS:
                 # Anything else at the top level is the leader's trouble, not the session's: do not hammer it.
                 log.info("fetch from broker %d failed with %s", self.source_broker,
                          ErrorCode(response.error_code).name)
-                for fp in partitions:
-                    self._rest(fp)
+                for fp in list(self._in_session.values()):
+                    if self._current(fp):
+                        self._rest(fp)
             return
+        session = data.session  # what the leader fetched for this request (a reset replaces, never clears, it)
         for t in response.topics:
             for p in t.partitions:
-                if (t.name, p.partition_index) in throttled and p.records:
+                tp = (t.name, p.partition_index)
+                if tp in throttled and p.records:
                     quota.record(len(p.records))
-                found = offsets.get((t.name, p.partition_index))
-                if found is None or not self._current(found[0]):
+                fp = self._in_session.get(tp)
+                sent = session.get(tp)
+                if fp is None or sent is None or not self._current(fp):
                     continue
-                fp, offset = found
+                self._pending.add(tp)  # its log end (or its rest) may change now
+                offset = sent.fetch_offset
                 try:
                     await self._process_partition(fp, offset, p)
                 except Exception:  # one partition's failure must not stop its neighbours

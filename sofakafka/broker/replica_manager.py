@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
@@ -132,6 +132,23 @@ def _start_leader_epoch(job: tuple[Partition, int]) -> None:
     part.leader_epoch = epoch
 
 
+class FollowerFetchSession:
+    """What a follower's fetch session shares with the partitions it has *parked* (``fetch_session``): partitions
+    at the leader's log end with nothing new to tell, left out of the session's fetches until they change.
+
+    ``last_fetch_ms`` is when the session last fetched (the leader's wall clock): a parked partition's follower
+    was at the log end then, so that is its caught-up time (Kafka's rule, with one stamp per session instead of
+    one per partition per fetch). ``news`` is set when a change unparks one of its partitions, which completes
+    the session's waiting fetch (watched under this object as a key) so the partition is answered at once.
+    Loop thread only."""
+
+    __slots__ = ("last_fetch_ms", "news")
+
+    def __init__(self) -> None:
+        self.last_fetch_ms = -1
+        self.news = False
+
+
 class Partition:
     """Leader-side state of one hosted partition. Mutated on the event loop, but for ``leader_epoch``, which the
     append thread changes between appends (``_start_leader_epoch``); read from worker threads."""
@@ -154,6 +171,9 @@ class Partition:
         # The follower's previous fetch: when, and where the leader's log ended then (Kafka's rule for a
         # follower that keeps up without ever reaching a moving log end).
         self._last_fetch: dict[int, tuple[int, int]] = {}
+        # Followers whose fetch session parked this partition (``FollowerFetchSession``): they were at the log end
+        # at their session's last fetch, and nothing changed here since (any change unparks it first).
+        self.idle_followers: dict[int, FollowerFetchSession] = {}
         # The state znode version our ISR writes are conditioned on, and the controller epoch to keep in it.
         self.zk_version = -1
         self.controller_epoch = -1
@@ -199,10 +219,39 @@ class Partition:
             self.last_caught_up_ms[replica_id] = caught_up
         self._last_fetch[replica_id] = (now_ms, leader_end)
 
+    def park_follower(self, replica_id: int, session: FollowerFetchSession) -> None:
+        """The follower's session stops fetching this partition: the follower is at the log end (checked by the
+        caller), and until something changes here its caught-up time is its session's last fetch."""
+        self.idle_followers[replica_id] = session
+
+    def unpark_follower(self, replica_id: int, session: FollowerFetchSession) -> None:
+        """Something changed (or the session is going): the caught-up time becomes per partition again. The
+        follower's last fetch at the log end is its session's last fetch, and the log ended at its fetch offset
+        then (nothing was appended while it was parked), exactly what ``update_follower_fetch_state`` would have
+        noted had the partition been fetched each time."""
+        if self.idle_followers.get(replica_id) is not session:
+            return
+        del self.idle_followers[replica_id]
+        at = session.last_fetch_ms
+        if at < 0:
+            return
+        self.last_caught_up_ms[replica_id] = max(self.last_caught_up_ms.get(replica_id, -1), at)
+        offset = self.follower_log_end_offsets.get(replica_id)
+        if offset is not None:
+            self._last_fetch[replica_id] = (at, offset)
+
+    def caught_up_ms(self, replica_id: int, default: int) -> int:
+        """Kafka's lastCaughtUpTimeMs of ``replica_id`` (``default`` when never noted)."""
+        caught_up = self.last_caught_up_ms.get(replica_id, default)
+        session = self.idle_followers.get(replica_id)
+        if session is not None and session.last_fetch_ms > caught_up:
+            return session.last_fetch_ms
+        return caught_up
+
     def out_of_sync_replicas(self, now_ms: int, max_lag_ms: int) -> list[int]:
         """In-sync followers that have not caught up with the log end for ``max_lag_ms``."""
         return [r for r in self.isr
-                if r != self.broker_id and now_ms - self.last_caught_up_ms.get(r, now_ms) > max_lag_ms]
+                if r != self.broker_id and now_ms - self.caught_up_ms(r, now_ms) > max_lag_ms]
 
     def can_join_isr(self, replica_id: int) -> bool:
         """Kafka's rule: a follower rejoins once it has reached the high watermark and the current epoch's start,
@@ -311,15 +360,19 @@ class DelayedFetch(DelayedOperation):
 
     def __init__(self, delay_ms: int, min_bytes: int, isolation: FetchIsolation,
                  partitions: list[tuple[FetchPartitionRequest, LogOffsetMetadata | None]],
-                 manager: ReplicaManager, follower_reads: bool = False) -> None:
+                 manager: ReplicaManager, follower_reads: bool = False,
+                 session: FollowerFetchSession | None = None) -> None:
         super().__init__(delay_ms)
         self.min_bytes = min_bytes
         self.isolation = isolation
         self.partitions = partitions
         self.manager = manager
         self.follower_reads = follower_reads
+        self.session = session
 
     def try_complete(self) -> bool:
+        if self.session is not None and self.session.news:
+            return self.force_complete()  # a parked partition of the session changed: answer it now
         accumulated = 0
         for req, metadata in self.partitions:
             lg = self.manager.readable_log(req.tp, self.follower_reads)
@@ -377,8 +430,9 @@ class ReplicaManager:
         self._append_executor = WorkerThreads(1, "append")
         self._read_executor = WorkerThreads(read_threads, "read")
         self.produce_purgatory: DelayedOperationPurgatory[TopicPartition] = DelayedOperationPurgatory("Produce")
-        self.fetch_purgatory: DelayedOperationPurgatory[TopicPartition] = DelayedOperationPurgatory("Fetch")
-        self._append_listeners: list[Callable[[TopicPartition], None]] = []
+        # Keyed by partition, and by follower fetch session (FollowerFetchSession) for a session's parked partitions.
+        self.fetch_purgatory: DelayedOperationPurgatory[Hashable] = DelayedOperationPurgatory("Fetch")
+        self._change_listeners: list[Callable[[TopicPartition], None]] = []
         self._shutting_down = False
         # transaction.partition.verification.enable: the broker sets it from its config.
         self.txn_verification = False
@@ -484,6 +538,8 @@ class ReplicaManager:
             out.append(part)
         if moved:
             self.partitions_changed(moved)
+        # Epoch, ISR or replicas may have changed: fetch sessions must look at these partitions again.
+        self.notify_changed([part.tp for part, _ in changed if part.tp not in moved])
         if not new:
             return out
         epochs = {(st.topic, st.partition): st.leader_epoch for st in new}
@@ -510,10 +566,12 @@ class ReplicaManager:
                 parts.append(part)
             return parts
 
-        for part in await self.run_append(open_logs):
+        fresh = await self.run_append(open_logs)
+        for part in fresh:
             self._partitions[part.tp] = part
             self._hosted_changed(part.topic)
             out.append(part)
+        self.notify_changed([part.tp for part in fresh])
         return out
 
     async def become_follower(self, topic: str, partition: int) -> Log:
@@ -542,6 +600,7 @@ class ReplicaManager:
         """Stop hosting the partition; with ``delete`` its log goes too (topic deletion)."""
         if self._partitions.pop((topic, partition), None) is not None:
             self._hosted_changed(topic)
+            self.notify_changed([(topic, partition)])
         if delete:
             self.follower_logs.pop((topic, partition), None)
             self.follower_epochs.pop((topic, partition), None)
@@ -550,9 +609,19 @@ class ReplicaManager:
         if delete:
             await self.run_append(lambda: self.log_manager.delete_log(topic, partition))
 
-    def add_append_listener(self, listener: Callable[[TopicPartition], None]) -> None:
-        """``listener(tp)`` runs on the event loop after each successful append to ``tp``."""
-        self._append_listeners.append(listener)
+    def add_change_listener(self, listener: Callable[[TopicPartition], None]) -> None:
+        """``listener(tp)`` runs on the event loop after anything a fetch of ``tp`` from this leader could see
+        changed: an append, a move of its high watermark or log start, a change of its leader epoch or ISR, its
+        leadership lost or its log directory failed (the fetch sessions' parked partitions rely on it)."""
+        self._change_listeners.append(listener)
+
+    def notify_changed(self, tps: Iterable[TopicPartition]) -> None:
+        """Tell the change listeners (without waking purgatories: for changes no delayed operation waits on)."""
+        listeners = self._change_listeners
+        if listeners:
+            for tp in tps:
+                for listener in listeners:
+                    listener(tp)
 
     # -- executors ---------------------------------------------------------------------------------------------------
     async def run_append(self, fn: Callable[[], T]) -> T:
@@ -567,7 +636,7 @@ class ReplicaManager:
         for tp in tps:
             self.produce_purgatory.check_and_complete(tp)
             self.fetch_purgatory.check_and_complete(tp)
-            for listener in self._append_listeners:
+            for listener in self._change_listeners:
                 listener(tp)
 
     # -- produce -----------------------------------------------------------------------------------------------------
@@ -848,8 +917,13 @@ class ReplicaManager:
         zstd_readable: bool = True,
         follower_reads: bool = False,
         filters: Callable[[], Mapping[TopicPartition, RecordMatcher] | None] | None = None,
+        session: FollowerFetchSession | None = None,
     ) -> list[FetchPartitionResult]:
         """Read every partition now; if fewer than ``min_bytes`` came back, wait in purgatory and read again.
+
+        ``session`` (a follower's fetch session, see ``fetch_session``): its fetch time is noted (the caught-up
+        time of the partitions it parked), and a wait also ends when one of those partitions changes, so a
+        session whose partitions are all parked still waits (``partitions`` empty) and wakes on the first news.
 
         ``filters`` (a member of a filtered consumer group, see ``group_filters``): asked at each read (so a
         filter set while the fetch waits in purgatory applies to what it returns), it names the partitions
@@ -862,7 +936,7 @@ class ReplicaManager:
         """
         results = await self._fetch_messages(replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level,
                                              partitions, hard_max_bytes_limit, to_magic, zstd_readable,
-                                             follower_reads, filters)
+                                             follower_reads, filters, session)
         metrics = self.metrics
         replica = replica_id >= 0
         for req, r in zip(partitions, results, strict=True):
@@ -876,8 +950,8 @@ class ReplicaManager:
                               isolation_level: int, partitions: Sequence[FetchPartitionRequest],
                               hard_max_bytes_limit: bool, to_magic: int | None, zstd_readable: bool,
                               follower_reads: bool,
-                              filters: Callable[[], Mapping[TopicPartition, RecordMatcher] | None] | None
-                              ) -> list[FetchPartitionResult]:
+                              filters: Callable[[], Mapping[TopicPartition, RecordMatcher] | None] | None,
+                              session: FollowerFetchSession | None = None) -> list[FetchPartitionResult]:
         if replica_id >= 0:
             isolation = FetchIsolation.LOG_END
         elif isolation_level == ISOLATION_READ_COMMITTED:
@@ -886,14 +960,16 @@ class ReplicaManager:
             isolation = FetchIsolation.HIGH_WATERMARK
 
         if replica_id >= 0:
-            self._update_follower_positions(replica_id, partitions)
+            self._update_follower_positions(replica_id, partitions, session)
+        else:
+            session = None
 
         def read() -> list[FetchPartitionResult]:
             return self._read_all(partitions, isolation, max_bytes, hard_max_bytes_limit, to_magic, zstd_readable,
                                   follower_reads and replica_id < 0, None if filters is None else filters())
 
-        results = await self.run_read(read)
-        if max_wait_ms <= 0 or not partitions or min_bytes <= 0 or self._shutting_down:
+        results = await self.run_read(read) if partitions else []
+        if max_wait_ms <= 0 or (not partitions and session is None) or min_bytes <= 0 or self._shutting_down:
             return results
         total = 0
         for r in results:
@@ -904,15 +980,22 @@ class ReplicaManager:
             return results
         op = DelayedFetch(max_wait_ms, min_bytes, isolation,
                           [(req, r.fetch_offset_metadata) for req, r in zip(partitions, results, strict=True)],
-                          self, follower_reads and replica_id < 0)
-        if not self.fetch_purgatory.try_complete_else_watch(op, [req.tp for req in partitions]):
+                          self, follower_reads and replica_id < 0, session)
+        keys: list[Hashable] = [req.tp for req in partitions]
+        if session is not None:
+            keys.append(session)
+        if not self.fetch_purgatory.try_complete_else_watch(op, keys):
             await op.completion
-        return await self.run_read(read)
+        return await self.run_read(read) if partitions else []
 
-    def _update_follower_positions(self, replica_id: int, partitions: Sequence[FetchPartitionRequest]) -> None:
+    def _update_follower_positions(self, replica_id: int, partitions: Sequence[FetchPartitionRequest],
+                                   session: FollowerFetchSession | None = None) -> None:
         """A follower's fetch offsets are its log end offsets: record them before the read, so the high
-        watermark in this very response already counts them, and wake the acks=-1 produces they complete."""
+        watermark in this very response already counts them, and wake the acks=-1 produces they complete.
+        The partitions its session parked are not listed: their follower is caught up as of this fetch."""
         now = wall_clock_ms()
+        if session is not None:
+            session.last_fetch_ms = now
         moved: list[TopicPartition] = []
         for req in partitions:
             part = self._partitions.get(req.tp)

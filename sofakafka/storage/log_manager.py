@@ -946,17 +946,20 @@ class LogManager:
         self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda lg: lg.high_watermark, futures=False,
                                only=log_dir)
 
-    def cleanup_logs(self) -> int:
+    def cleanup_logs(self, log_start_moved: list[tuple[str, int]] | None = None) -> int:
         """Retention pass over every log, then removal of ``.deleted`` files past their delay.
 
         Also expires idle producer ids (each log checks at most every 10 minutes), so this pass must run at
         least that often for Kafka's cadence: ``log.retention.check.interval.ms`` defaults to 5 minutes.
+        ``log_start_moved`` gets the partitions whose log start offset the pass moved (followers' fetch sessions
+        must tell them).
         """
         deleted = 0
         now = self._time_ms()
         for lg in self.all_logs:
             if lg.closed:
                 continue
+            start = lg.log_start_offset
             if not lg.config.compact:
                 deleted += lg.delete_old_segments()
             elif self.cleaner.pause_cleaning_if_idle(key := lg.dir):
@@ -966,6 +969,8 @@ class LogManager:
                     deleted += lg.delete_old_segments()
                 finally:
                     self.cleaner.resume_cleaning(key)
+            if log_start_moved is not None and lg.log_start_offset != start:
+                log_start_moved.append((lg.topic, lg.partition))
             lg.purge_deleted_segments(now)
             lg.maybe_remove_expired_producers(now)
         with self._lock:

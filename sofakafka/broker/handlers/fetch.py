@@ -99,11 +99,14 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> RawRespons
     if version >= 7:
         forgotten = [(f.name, i) for f in request.forgotten for i in f.forgotten_partition_indexes]
         fetch_ctx = broker.fetch_sessions.new_context(request.session_id, request.epoch, requested, forgotten,
-                                                      privileged=request.replica_id >= 0)
+                                                      privileged=request.replica_id >= 0,
+                                                      replica_id=request.replica_id)
         if fetch_ctx.error != ErrorCode.NONE:
             return FetchResponse(error_code=fetch_ctx.error, session_id=0)
     else:
         fetch_ctx = FetchContext(requested)
+    # A follower's session: idle partitions are parked in it (see fetch_session) and cost nothing per fetch.
+    follower_session = fetch_ctx.session.follower if fetch_ctx.session is not None else None
     preferred = _preferred_read_replicas(ctx, request, fetch_ctx.partitions) if version >= 11 else {}
 
     def filters() -> dict[tuple[str, int], RecordMatcher] | None:
@@ -142,6 +145,7 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> RawRespons
             zstd_readable=version >= 10,
             follower_reads=version >= 11,
             filters=None if request.replica_id >= 0 else filters,
+            session=follower_session,
         )
 
     # KIP-73: a follower's throttled partitions may be held back; see replication_quota.
@@ -150,6 +154,12 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> RawRespons
         results = await _fetch_holding_back(fetch, fetch_ctx.partitions, held, request.max_wait, min_bytes)
     else:
         results = await fetch(fetch_ctx.partitions, 0 if preferred else request.max_wait, min_bytes)
+    if follower_session is not None:
+        # Parked partitions that changed while this fetch was served (it was woken for them): answer them now.
+        woken = fetch_ctx.take_woken()
+        if woken:
+            results = [*results, *(await _fetch_holding_back(fetch, woken, held, 0, 0) if held
+                                   else await fetch(woken, 0, 0))]
     if quota is not None:
         quota.record(sum(len(r.records) for req, r in zip(fetch_ctx.partitions, results, strict=True)
                          if req.tp in throttled))
@@ -160,8 +170,11 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> RawRespons
                    for req, r in zip(fetch_ctx.partitions, results, strict=True)]
     if request.replica_id >= 0:
         ctx.quota_done = True  # followers answer to the replication throttles, not to client quotas
-        return encode_fetch_response(version, fetch_ctx.session_id,
-                                     fetch_ctx.response_partitions(results, preferred), preferred)
+        response = encode_fetch_response(version, fetch_ctx.session_id,
+                                         fetch_ctx.response_partitions(results, preferred), preferred)
+        if follower_session is not None:
+            broker.fetch_sessions.park_idle(fetch_ctx, results)
+        return response
     response = encode_fetch_response(version, fetch_ctx.session_id, fetch_ctx.response_partitions(results, preferred),
                                      preferred)
     throttle_ms = _record_quotas(ctx, response.size)

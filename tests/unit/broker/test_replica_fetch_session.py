@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -512,6 +512,66 @@ def test_the_fetcher_replicates_through_a_session_and_starts_over_after_any_fail
             assert all(fp.resume_at == 0 for fp in fetcher.partitions.values())
             wire.append(TPS[1], 2)
             await until("replication going on", lambda: follower_logs[TPS[1]].high_watermark == 2)
+        finally:
+            await manager.shutdown()
+            rm.begin_shutdown()
+            rm.shutdown_executors()
+            logs.shutdown()
+
+    asyncio.run(scenario())
+
+
+class CountingSessionHandler(FetchSessionHandler):
+    """The real handler, noting how many partitions each incremental request was built from."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.looked_at: list[int] = []
+
+    def build_changes(self, changes: Mapping[TopicPartition, PartitionFetchState | None]) -> FetchRequestData:
+        self.looked_at.append(len(changes))
+        return super().build_changes(changes)
+
+
+def test_a_quiet_fetcher_looks_only_at_the_partitions_that_changed(tmp_path: Path) -> None:
+    """Between requests the fetcher compares only what may have moved (answered, added, rested): with 60 quiet
+    partitions an incremental request is built from none of them, and one with records from that one."""
+    tps = [("q", p) for p in range(60)]
+
+    async def scenario() -> None:
+        logs = LogManager([tmp_path / "logs"], broker_id=1)
+        logs.startup()
+        rm = ReplicaManager(1, logs)
+        wire = FakeLeaderWire()
+        wire.batches = {tp: [] for tp in tps}
+        manager = ReplicaFetcherManager(rm, FetcherSettings(broker_id=1, listener_name="PLAINTEXT",
+                                                            fetch_backoff_ms=60_000), lambda: ClusterMetadata())
+        fetcher = manager._fetcher(0)
+        fetcher._connection = wire.connection  # type: ignore[method-assign,assignment]
+        handler = fetcher.session = CountingSessionHandler()
+        try:
+            for topic, partition in tps:
+                lg = await rm.become_follower(topic, partition)
+                fetcher.add(FollowedPartition(topic, partition, lg, leader=0, leader_epoch=1))
+
+            async def until(what: str, predicate: Callable[[], bool]) -> None:
+                deadline = time.monotonic() + 30
+                while not predicate():
+                    assert time.monotonic() < deadline, f"timed out waiting for {what}"
+                    await asyncio.sleep(0.01)
+
+            # Partitions added while the session runs are looked at as they come; once all are in, nothing is.
+            await until("every partition in the session", lambda: len(handler.partitions) == len(tps))
+            await until("quiet fetches that look at nothing", lambda: handler.looked_at[-4:] == [0, 0, 0, 0])
+            assert handler.full_requests == 1
+
+            mark = len(handler.looked_at)
+            wire.append(tps[7], 3)
+            await until("the records replicated", lambda: fetcher.partitions[tps[7]].log.log_end_offset == 3)
+            await until("the new offset sent", lambda: any(
+                p.fetch_offset == 3 for r in wire.requests for t in r.topics for p in t.fetch_partitions))
+            await until("quiet again", lambda: handler.looked_at[-2:] == [0, 0])
+            assert max(handler.looked_at[mark:]) == 1 and handler.full_requests == 1
         finally:
             await manager.shutdown()
             rm.begin_shutdown()

@@ -160,7 +160,10 @@ def test_cleanup_and_flush_passes_apply_each_logs_config(tmp_path: Path) -> None
     now[0] += 5_000
     assert manager.flush_dirty_logs() == 1  # only "short" has a flush.ms
     assert short.recovery_point == short.log_end_offset
-    assert manager.cleanup_logs() == short_segments - 1  # retention.ms breached; never the active segment
+    moved: list[tuple[str, int]] = []
+    assert manager.cleanup_logs(moved) == short_segments - 1  # retention.ms breached; never the active segment
     assert short.number_of_segments == 1
     assert long_.number_of_segments == long_segments and long_.log_start_offset == 0
+    # The pass names the logs whose log start it moved (the broker tells their followers' fetch sessions).
+    assert moved == [("short", 0)] and short.log_start_offset > 0
     manager.shutdown()
