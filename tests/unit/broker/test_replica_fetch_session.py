@@ -579,3 +579,54 @@ def test_a_quiet_fetcher_looks_only_at_the_partitions_that_changed(tmp_path: Pat
             logs.shutdown()
 
     asyncio.run(scenario())
+
+
+def test_a_response_answering_many_partitions_is_appended_in_one_job(tmp_path: Path) -> None:
+    """A record into each of 60 partitions comes back in one response; the follower appends all of it in one job of
+    the append thread (not a thread hop per partition, which at 30,000 partitions kept the next fetch 20 s away)."""
+    tps = [("m", p) for p in range(60)]
+
+    async def scenario() -> None:
+        logs = LogManager([tmp_path / "logs"], broker_id=1)
+        logs.startup()
+        rm = ReplicaManager(1, logs)
+        jobs: list[int] = []
+        run_append = rm.run_append
+
+        async def counted(fn: Callable[[], object]) -> object:
+            jobs.append(1)
+            return await run_append(fn)
+
+        rm.run_append = counted  # type: ignore[assignment,method-assign]
+        wire = FakeLeaderWire()
+        wire.batches = {tp: [] for tp in tps}
+        manager = ReplicaFetcherManager(rm, FetcherSettings(broker_id=1, listener_name="PLAINTEXT",
+                                                            fetch_backoff_ms=60_000), lambda: ClusterMetadata())
+        fetcher = manager._fetcher(0)
+        fetcher._connection = wire.connection  # type: ignore[method-assign,assignment]
+        try:
+            for topic, partition in tps:
+                lg = await rm.become_follower(topic, partition)
+                fetcher.add(FollowedPartition(topic, partition, lg, leader=0, leader_epoch=1))
+
+            async def until(what: str, predicate: Callable[[], bool]) -> None:
+                deadline = time.monotonic() + 30
+                while not predicate():
+                    assert time.monotonic() < deadline, f"timed out waiting for {what}"
+                    await asyncio.sleep(0.01)
+
+            await until("every partition in the session", lambda: len(fetcher.session.partitions) == len(tps))
+            for tp in tps:
+                wire.append(tp, 2)
+            mark = len(jobs)
+            await until("everything replicated", lambda: all(
+                fetcher.partitions[tp].log.log_end_offset == 2 for tp in tps))
+            # The fetch in flight when the records came may answer none of them; the next answers all 60.
+            assert len(jobs) - mark <= 2
+        finally:
+            await manager.shutdown()
+            rm.begin_shutdown()
+            rm.shutdown_executors()
+            logs.shutdown()
+
+    asyncio.run(scenario())
