@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import struct
 import time
@@ -89,6 +90,8 @@ _METADATA_ERRORS = frozenset({
 
 
 PartitionResponse = FetchResponse.FetchableTopicResponse.FetchablePartitionResponse
+# Partitions of one fetch response appended per job of the append thread (see ReplicaFetcher._append_fetched).
+APPEND_CHUNK = 64
 
 
 def whole_batches(records: bytes | bytearray | memoryview) -> memoryview:
@@ -683,10 +686,12 @@ class ReplicaFetcher:
             await self._append_fetched(fetched)
 
     async def _append_fetched(self, fetched: list[tuple[FollowedPartition, int, PartitionResponse]]) -> None:
-        """Every answered partition's records, high watermark and log start in one job of the append thread: a
-        response answering thousands of partitions (a record into each) was a thread hop each, and at 30,000
-        partitions on three brokers the follower took 20 s to get through one response and send its next fetch,
-        by which time the leader had dropped it from the ISR of the partitions at the front."""
+        """The answered partitions' records, high watermarks and log starts in jobs of ``APPEND_CHUNK`` partitions
+        on the append thread: a response answering thousands of partitions (a record into each) was a thread hop
+        each, and at 30,000 partitions on three brokers the follower took 20 s to get through one response and
+        send its next fetch, by which time the leader had dropped it from the ISR of the partitions at the front.
+        Not one job for the whole response: the broker's own produce appends queue on the same thread, and a
+        first record into thousands of partitions (each opening its segment) held them back for seconds."""
         work = []
         for fp, offset, p in fetched:
             if not self._current(fp):
@@ -703,10 +708,11 @@ class ReplicaFetcher:
             work.append((fp, offset, records, p.high_watermark, p.log_start_offset))
         source = self.source_broker
 
-        def append_all() -> tuple[list[TopicPartition], list[FollowedPartition]]:
+        def append_all(chunk: list[tuple[FollowedPartition, int, memoryview, int, int]]
+                       ) -> tuple[list[TopicPartition], list[FollowedPartition]]:
             moved: list[TopicPartition] = []
             failed: list[FollowedPartition] = []
-            for fp, offset, records, leader_hw, leader_log_start in work:
+            for fp, offset, records, leader_hw, leader_log_start in chunk:
                 lg = fp.log
                 try:
                     if lg.closed or lg.log_end_offset != offset:
@@ -726,7 +732,12 @@ class ReplicaFetcher:
                     failed.append(fp)
             return moved, failed
 
-        moved, failed = await self._rm.run_append(append_all)
+        moved, failed = [], []
+        for start in range(0, len(work), APPEND_CHUNK):
+            chunk = work[start:start + APPEND_CHUNK]
+            chunk_moved, chunk_failed = await self._rm.run_append(functools.partial(append_all, chunk))
+            moved += chunk_moved
+            failed += chunk_failed
         for fp in failed:
             if self._current(fp):
                 self._rest(fp)

@@ -583,7 +583,8 @@ def test_a_quiet_fetcher_looks_only_at_the_partitions_that_changed(tmp_path: Pat
 
 def test_a_response_answering_many_partitions_is_appended_in_one_job(tmp_path: Path) -> None:
     """A record into each of 60 partitions comes back in one response; the follower appends all of it in one job of
-    the append thread (not a thread hop per partition, which at 30,000 partitions kept the next fetch 20 s away)."""
+    the append thread (up to APPEND_CHUNK partitions a job; not a thread hop per partition, which at 30,000
+    partitions kept the next fetch 20 s away)."""
     tps = [("m", p) for p in range(60)]
 
     async def scenario() -> None:
