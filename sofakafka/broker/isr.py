@@ -55,6 +55,8 @@ class _IsrWrite:
 
 # Kafka 2.6 propagates ISR change notifications at most every 2.5 s (ReplicaManager.IsrChangePropagationInterval).
 ISR_CHANGE_PROPAGATION_MS = 2500
+# Partitions per /isr_change_notification znode (about 40 bytes each in Kafka's JSON).
+ISR_CHANGES_PER_NOTIFICATION = 5000
 
 
 class IsrManager:
@@ -199,8 +201,11 @@ class IsrManager:
 
         def write() -> None:
             self._store.ensure_path(zk_paths.ISR_CHANGE_NOTIFICATION_PATH)
-            self._store.create(zk_paths.isr_change_prefix_path(), zk_data.encode_isr_change_notification(changed),
-                               sequence=True)
+            # A few hundred kB a znode: 40,000 changes in one window (100,000 partitions on three brokers) made
+            # one of 1.3 MB, over ZooKeeper's request limit, and the notification was lost.
+            for start in range(0, len(changed), ISR_CHANGES_PER_NOTIFICATION):
+                self._store.create(zk_paths.isr_change_prefix_path(), zk_data.encode_isr_change_notification(
+                    changed[start:start + ISR_CHANGES_PER_NOTIFICATION]), sequence=True)
 
         try:
             await self._run_blocking(write)

@@ -416,3 +416,25 @@ def test_a_produce_queued_right_behind_a_new_leader_epoch_is_stamped_with_it(
         assert part.log.end_offset_for_epoch(1) == (1, 5)  # a follower of epoch 1 with more truncates to 5
 
     run(scenario, tmp_path, store)
+
+
+def test_isr_change_notifications_are_split_so_none_passes_the_request_limit(
+        tmp_path: Path, store: MetadataStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """40,000 ISR changes in one 2.5 s window made a 1.3 MB notification, over ZooKeeper's request limit: it was
+    refused and lost. They go in several sequential znodes, each partition in exactly one."""
+    from sofakafka.controller import zk_data
+    from sofakafka.controller.zk_data import TopicPartition as ZkTopicPartition
+
+    monkeypatch.setattr(isr, "ISR_CHANGES_PER_NOTIFICATION", 3)
+
+    async def scenario(h: Harness) -> None:
+        changed = {ZkTopicPartition(TOPIC, p) for p in range(7)}
+        h.isr._pending_notifications.update(changed)
+        await h.isr._propagate()
+        children = sorted(h.store.get_children(zk_paths.ISR_CHANGE_NOTIFICATION_PATH))
+        notified = [zk_data.decode_isr_change_notification(
+            h.store.get(f"{zk_paths.ISR_CHANGE_NOTIFICATION_PATH}/{c}")[0]) for c in children]
+        assert [len(n) for n in notified] == [3, 3, 1]
+        assert sorted(tp for n in notified for tp in n) == sorted(changed)
+
+    run(scenario, tmp_path, store)
