@@ -33,6 +33,7 @@ import logging
 import struct
 import time
 from collections.abc import Callable, Collection, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from sofakafka.broker.replica_manager import ReplicaManager, TopicPartition
@@ -92,6 +93,7 @@ _METADATA_ERRORS = frozenset({
 PartitionResponse = FetchResponse.FetchableTopicResponse.FetchablePartitionResponse
 # Partitions of one fetch response appended per job of the append thread (see ReplicaFetcher._append_fetched).
 APPEND_CHUNK = 64
+APPEND_THREADS = 8
 
 
 def whole_batches(records: bytes | bytearray | memoryview) -> memoryview:
@@ -708,28 +710,35 @@ class ReplicaFetcher:
             work.append((fp, offset, records, p.high_watermark, p.log_start_offset))
         source = self.source_broker
 
+        def append_one(item: tuple[FollowedPartition, int, memoryview, int, int]) -> bool | None:
+            """True: the high watermark moved; None: failed."""
+            fp, offset, records, leader_hw, leader_log_start = item
+            lg = fp.log
+            try:
+                if lg.closed or lg.log_end_offset != offset:
+                    return False  # truncated, deleted or already appended since this fetch was sent
+                hw = lg.high_watermark
+                if records:
+                    lg.append_as_follower(records)
+                if leader_hw >= 0:
+                    lg.update_high_watermark(min(leader_hw, lg.log_end_offset))
+                if leader_log_start > lg.log_start_offset:
+                    lg.maybe_increment_log_start_offset(min(leader_log_start, lg.high_watermark))
+                return lg.high_watermark != hw
+            except Exception:  # one partition's failure must not stop its neighbours
+                log.exception("%s-%d: appending data fetched from broker %d failed", fp.topic, fp.partition, source)
+                return None
+
+        pool = self._manager.append_pool
+
         def append_all(chunk: list[tuple[FollowedPartition, int, memoryview, int, int]]
                        ) -> tuple[list[TopicPartition], list[FollowedPartition]]:
-            moved: list[TopicPartition] = []
-            failed: list[FollowedPartition] = []
-            for fp, offset, records, leader_hw, leader_log_start in chunk:
-                lg = fp.log
-                try:
-                    if lg.closed or lg.log_end_offset != offset:
-                        continue  # truncated, deleted or already appended since this fetch was sent
-                    hw = lg.high_watermark
-                    if records:
-                        lg.append_as_follower(records)
-                    if leader_hw >= 0:
-                        lg.update_high_watermark(min(leader_hw, lg.log_end_offset))
-                    if leader_log_start > lg.log_start_offset:
-                        lg.maybe_increment_log_start_offset(min(leader_log_start, lg.high_watermark))
-                    if lg.high_watermark != hw:
-                        moved.append(fp.tp)
-                except Exception:  # one partition's failure must not stop its neighbours
-                    log.exception("%s-%d: appending data fetched from broker %d failed", fp.topic, fp.partition,
-                                  source)
-                    failed.append(fp)
+            # The partitions of a chunk are independent logs: appended side by side (a first record into a
+            # partition writes its leader-epoch checkpoint with an fsync, and those commit together), while the
+            # append thread waits, so nothing else touches these logs meanwhile.
+            outcomes = list(pool.map(append_one, chunk)) if len(chunk) > 1 else [append_one(w) for w in chunk]
+            moved = [w[0].tp for w, outcome in zip(chunk, outcomes, strict=True) if outcome]
+            failed = [w[0] for w, outcome in zip(chunk, outcomes, strict=True) if outcome is None]
             return moved, failed
 
         moved, failed = [], []
@@ -790,6 +799,8 @@ class ReplicaFetcherManager:
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._followed: dict[TopicPartition, FollowedPartition] = {}
         self.follower_quota = ReplicationQuota(settings.quota_window_num, settings.quota_window_size_seconds)
+        # Threads the fetchers' appends of one response's partitions run on, side by side (see _append_fetched).
+        self.append_pool = ThreadPoolExecutor(max_workers=APPEND_THREADS, thread_name_prefix="follower-append")
 
     @property
     def followed(self) -> Mapping[TopicPartition, FollowedPartition]:
@@ -856,3 +867,4 @@ class ReplicaFetcherManager:
         self._fetchers.clear()
         for fetcher in fetchers:
             await fetcher.stop()
+        self.append_pool.shutdown(wait=False)
