@@ -631,3 +631,47 @@ def test_a_response_answering_many_partitions_is_appended_in_one_job(tmp_path: P
             logs.shutdown()
 
     asyncio.run(scenario())
+
+
+def test_new_empty_partitions_start_fetching_without_a_truncation_job_each(tmp_path: Path) -> None:
+    """A new topic's partitions have nothing to truncate: the fetcher does not queue a job on the append thread for
+    each (at 100,000 partitions those jobs waited behind the log creations and the fetcher fell a lag window behind)."""
+    tps = [("n", p) for p in range(60)]
+
+    async def scenario() -> None:
+        logs = LogManager([tmp_path / "logs"], broker_id=1)
+        logs.startup()
+        rm = ReplicaManager(1, logs)
+        jobs: list[int] = []
+        run_append = rm.run_append
+
+        async def counted(fn: Callable[[], object]) -> object:
+            jobs.append(1)
+            return await run_append(fn)
+
+        wire = FakeLeaderWire()
+        wire.batches = {tp: [] for tp in tps}
+        manager = ReplicaFetcherManager(rm, FetcherSettings(broker_id=1, listener_name="PLAINTEXT",
+                                                            fetch_backoff_ms=60_000), lambda: ClusterMetadata())
+        try:
+            followed = [FollowedPartition(t, p, await rm.become_follower(t, p), leader=0, leader_epoch=1)
+                        for t, p in tps]
+            rm.run_append = counted  # type: ignore[assignment,method-assign]
+            fetcher = manager._fetcher(0)
+            fetcher._connection = wire.connection  # type: ignore[method-assign,assignment]
+            for fp in followed:
+                fetcher.add(fp)
+            deadline = time.monotonic() + 30
+            while len(fetcher.session.partitions) < len(tps):
+                assert time.monotonic() < deadline, "timed out waiting for every partition in the session"
+                await asyncio.sleep(0.01)
+            assert not any(fp.needs_truncation for fp in followed)
+            # No truncation job at all; the full fetch's answer (every partition, nothing in it) is applied in one.
+            assert len(jobs) <= 1
+        finally:
+            await manager.shutdown()
+            rm.begin_shutdown()
+            rm.shutdown_executors()
+            logs.shutdown()
+
+    asyncio.run(scenario())
