@@ -460,3 +460,20 @@ def test_a_consumer_fetch_during_an_append_ends_at_the_log_end_and_the_next_one_
 
     run(scenario, tmp_path, store)
 
+
+def test_a_consumer_told_out_of_range_is_logged_with_where_the_log_stood(
+        tmp_path: Path, store: MetadataStore, caplog: pytest.LogCaptureFixture) -> None:
+    """Kafka answers it silently; here the broker says at INFO where the log stood (start, high watermark,
+    last stable offset, end), which the chaos suite's broker logs lacked when a consumer was told it."""
+    async def scenario(h: Harness) -> None:
+        await h.lead(isr=(0,))
+        await h.produce(3, acks=1)
+        with caplog.at_level("INFO", logger=replica_manager.__name__):
+            [r] = await h.rm.fetch_messages(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20,
+                                            isolation_level=1,
+                                            partitions=[FetchPartitionRequest(TOPIC, 0, 7, 1 << 20, 0)])
+        assert r.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+        assert ("consumer fetch of t-0 at offset 7 (txn_committed, leader epoch 0) is out of range: log start 0, "
+                "high watermark 3, last stable offset 3, log end 3") in caplog.messages
+
+    run(scenario, tmp_path, store)
