@@ -57,6 +57,7 @@ from sofakafka.protocol.records import (
     validate_produce,
 )
 from sofakafka.storage.config import LONG_MAX
+from sofakafka.storage.errors import OffsetOutOfRangeError
 from sofakafka.storage.log import FetchIsolation, Log
 from sofakafka.storage.log_manager import LogManager
 from sofakafka.storage.producer_state import AppendOrigin
@@ -1058,7 +1059,18 @@ class ReplicaManager:
                              f"{req.topic} is stored with zstd, which this fetch version cannot read")
         end_metadata = lg.log_end_offset_metadata
         limit = min(req.max_bytes, remaining)
-        info = lg.read(req.fetch_offset, max(0, limit), isolation=isolation, min_one_message=min_one_message)
+        try:
+            info = lg.read(req.fetch_offset, max(0, limit), isolation=isolation, min_one_message=min_one_message)
+        except OffsetOutOfRangeError:
+            if isolation is not FetchIsolation.LOG_END:
+                # A consumer told its position is not in the log resets it (or stops, with auto.offset.reset
+                # none): rare and consequential, so say where the log stood when it was told.
+                log.info("consumer fetch of %s-%d at offset %d (%s, leader epoch %d) is out of range: log start "
+                         "%d, high watermark %d, last stable offset %d, log end %d%s", req.topic, req.partition,
+                         req.fetch_offset, isolation.name.lower(), req.current_leader_epoch, lg.log_start_offset,
+                         lg.high_watermark, lg.last_stable_offset, lg.log_end_offset,
+                         " (served as a follower)" if followed is not None else "")
+            raise
         metadata = info.fetch_offset_metadata
         if metadata.segment_base_offset < 0 and req.fetch_offset == end_metadata.message_offset:
             metadata = end_metadata

@@ -782,8 +782,16 @@ class Log:
         Raises OffsetOutOfRangeError if ``start_offset`` is below the log start or above the log end.
         With TXN_COMMITTED the aborted transactions overlapping the range are attached. ``max_offset``
         (exclusive) narrows the bound further. No lock: works on a snapshot of the segment list.
+
+        The log end is taken once, with where it lies in its segment, and bounds the read in bytes, as Kafka
+        bounds it by ``nextOffsetMetadata``: an append writes its batches to the segment file before it moves
+        the log end, so the file may already hold a batch the log does not have yet. Bounded only by the
+        file's size, a read whose upper bound is the log end (a follower's, or a consumer's when the high
+        watermark or last stable offset has caught up with it) could return that batch, beyond the high
+        watermark and the log end, and the fetcher's next offset would then be past the log end: answered
+        OFFSET_OUT_OF_RANGE although nothing is wrong with it.
         """
-        end = self._log_end_offset
+        end, end_segment, end_position = self._log_end_position
         start = self._log_start_offset
         if isolation is FetchIsolation.LOG_END:
             upper = end
@@ -791,6 +799,9 @@ class Log:
             upper = self._high_watermark
         else:
             upper = self.last_stable_offset
+        # The high watermark and last stable offset are read after the log end: appends since then may have
+        # moved them past it, but this read ends where the log ended when it began.
+        upper = min(upper, end)
         if max_offset is not None:
             upper = min(upper, max_offset)
         if start_offset == end:
@@ -805,12 +816,16 @@ class Log:
         idx = max(idx, 0)
         while idx < len(bases):
             seg = segments[bases[idx]]
+            if seg.base_offset >= upper:
+                break  # everything in it (a segment rolled since the log end was taken, too) is past the bound
             next_base = bases[idx + 1] if idx + 1 < len(bases) else None
-            max_position = seg.size
+            max_position: int | None = None
             if upper < end and (next_base is None or upper < next_base):
                 found = seg.translate_offset(upper)
                 if found is not None:
                     max_position = found[0]
+            if seg.base_offset == end_segment:
+                max_position = end_position if max_position is None else min(max_position, end_position)
             info = seg.read(start_offset, max_length, max_position, min_one_message)
             if info is not None:
                 if isolation is FetchIsolation.TXN_COMMITTED:

@@ -202,7 +202,8 @@ def check(events: list[Event], *, expect_partitions: int | None = None) -> Repor
         elif f == "crash":
             report.problems.append(f"{e['process']} crashed: {e.get('error')}")
         elif f == "poll" and t == "info":
-            report.problems.append(f"{e['process']} was told its position in partition {e.get('partition')} is "
+            at = f" ({e['offset']})" if e.get("offset") is not None else ""
+            report.problems.append(f"{e['process']} was told its position{at} in partition {e.get('partition')} is "
                                    f"out of range: {e.get('error')}")
         elif f == "read" and t == "ok":
             reads = final_committed if e.get("isolation") == "read_committed" else final

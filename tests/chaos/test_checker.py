@@ -365,6 +365,10 @@ def test_a_consumer_told_its_position_is_out_of_range_is_a_problem() -> None:
     b.add("consumer-0", "info", "poll", partition=1, error="Broker: Offset out of range")
     report = check(b.events)
     assert not report.valid and "consumer-0 was told its position in partition 1" in report.problems[0]
+    # With the offset the broker refused, when the history has it.
+    b = clean()
+    b.add("consumer-0", "info", "poll", partition=1, offset=3809, error="Broker: Offset out of range")
+    assert "consumer-0 was told its position (3809) in partition 1" in check(b.events).problems[0]
 
 
 @given(st.lists(st.tuples(st.sampled_from(["ok", "abort", "fail", "info-shown", "info-hidden"]),

@@ -402,8 +402,14 @@ class ConsumerWorker(threading.Thread):
                 for m in messages:
                     error = m.error()
                     if error is not None and error.code() == KafkaError._AUTO_OFFSET_RESET:
+                        # The offset is the position the broker refused (librdkafka's err_pos).
                         self.history.record(self.process, "info", "poll", partition=m.partition(), error=str(error),
-                                            isolation=self.isolation)
+                                            offset=m.offset(), isolation=self.isolation)
+                    elif error is not None:
+                        # Any other error a partition reports (a torn or unreadable batch, a fetch error passed
+                        # to the application): not a verdict, but what came just before a surprise.
+                        self.history.record(self.process, "info", "consumer-error", partition=m.partition(),
+                                            offset=m.offset(), error=str(error), isolation=self.isolation)
                 values = [[m.partition(), m.offset(), value.decode()] for m in messages
                           if m.error() is None and (value := m.value()) is not None]
                 if values:

@@ -182,7 +182,18 @@ def test_kafka_topics_with_three_replicas(kafka_tool: Tool, clusters: Clusters, 
     # Kafka places replicas of an unassigned topic from a random broker on; what matters is three in sync each.
     for b in clusters.bootstraps.values():
         topics(kafka_tool, b, "--create", "--topic", "cl-auto", "--partitions", "6", "--replication-factor", "3")
-        described = topics(kafka_tool, b, "--describe", "--topic", "cl-auto")
+        # CreateTopics is answered once the broker that took it knows the topic (in Kafka too): the describe may
+        # reach another broker that does not yet, and the followers join the ISRs as they fetch.
+        described = ""
+
+        def in_sync(b: str = b) -> bool:
+            nonlocal described
+            r = kafka_tool("kafka.admin.TopicCommand", ["--bootstrap-server", b, "--describe", "--topic", "cl-auto"],
+                           check=False)
+            described = r.stdout
+            return r.returncode == 0 and len(re.findall(r"Isr: \d,\d,\d", described)) == 6
+
+        wait_until(in_sync, f"cl-auto described with 6 partitions, each with 3 in sync, on {b}")
         rows = re.findall(r"Partition: (\d)\s+Leader: (\d)\s+Replicas: ([\d,]+)\s+Isr: ([\d,]+)", described)
         assert len(rows) == 6, described
         for _, leader, replicas, isr in rows:

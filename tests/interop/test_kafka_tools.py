@@ -11,7 +11,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,10 +74,10 @@ def test_kafka_configs_topic_and_broker(kafka_tool: Tool, bootstrap: str, refere
     for b in (bootstrap, reference):
         topics(kafka_tool, b, "--create", "--topic", "tool-configs", "--partitions", "1", "--replication-factor", "1")
 
-    def configs(*args: str) -> str:
+    def configs(*args: str, until: Callable[[str], bool] | None = None) -> str:
         """Run on both brokers: the changes are made on both, and what is printed must be the same."""
         return same_output(kafka_tool, bootstrap, reference, "kafka.admin.ConfigCommand", "--bootstrap-server", "{b}",
-                           *args)
+                           *args, until=until)
 
     out = configs("--entity-type", "topics", "--entity-name", "tool-configs", "--alter",
                   "--add-config", "retention.ms=3600000,max.message.bytes=2000000")
@@ -90,17 +90,21 @@ def test_kafka_configs_topic_and_broker(kafka_tool: Tool, bootstrap: str, refere
     assert "retention.ms" not in described and "max.message.bytes=2000000" in described
     # Broker configs: a per-broker and a cluster-wide dynamic value, described and removed again.
     configs("--entity-type", "brokers", "--entity-name", "0", "--alter", "--add-config", "log.cleaner.threads=2")
-    described = configs("--entity-type", "brokers", "--entity-name", "0", "--describe")
+    # Kafka applies (and describes) a dynamic broker config once ZooKeeper's change notification reaches it.
+    described = configs("--entity-type", "brokers", "--entity-name", "0", "--describe",
+                        until=lambda out: "log.cleaner.threads=2" in out)
     assert "log.cleaner.threads=2 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.cleaner.threads=2" in described
     configs("--entity-type", "brokers", "--entity-default", "--alter", "--add-config", "message.max.bytes=2000000")
-    described = configs("--entity-type", "brokers", "--entity-default", "--describe")
+    described = configs("--entity-type", "brokers", "--entity-default", "--describe",
+                        until=lambda out: "message.max.bytes=2000000" in out)
     assert "message.max.bytes=2000000" in described
     every = kafka_tool("kafka.admin.ConfigCommand", ["--bootstrap-server", bootstrap, "--entity-type", "brokers",
                                                      "--entity-name", "0", "--describe", "--all"]).stdout
     assert re.search(r"num.partitions=1 sensitive=false synonyms=\{DEFAULT_CONFIG:num.partitions=1\}", every), every
     configs("--entity-type", "brokers", "--entity-name", "0", "--alter", "--delete-config", "log.cleaner.threads")
     configs("--entity-type", "brokers", "--entity-default", "--alter", "--delete-config", "message.max.bytes")
-    assert "log.cleaner.threads" not in configs("--entity-type", "brokers", "--entity-name", "0", "--describe")
+    assert "log.cleaner.threads" not in configs("--entity-type", "brokers", "--entity-name", "0", "--describe",
+                                                until=lambda out: "log.cleaner.threads" not in out)
 
 
 def test_console_producer_and_consumer(kafka_tool: Tool, bootstrap: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import struct
 import subprocess
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -14,17 +15,28 @@ from sofakafka.protocol.records import CompressionType, decode_records, iter_bat
 Tool = Callable[..., subprocess.CompletedProcess[str]]
 
 
+_SETTLE_S = 30.0  # a bound on waiting for a change to reach a broker, never a timing assertion
 _LOG_TIME = re.compile(r"^\[\d{4}-\d\d-\d\d [\d:,]+\]", re.MULTILINE)  # a log4j line's time stamp
 
 
 def same_output(tool: Tool, bootstrap: str, reference: str, main: str, *args: str,
-                normalise: Callable[[str], str] = lambda text: text) -> str:
+                normalise: Callable[[str], str] = lambda text: text,
+                until: Callable[[str], bool] | None = None) -> str:
     """Run one tool invocation against sofakafka and against Kafka 2.6 (``{b}`` in an argument is the broker's
     address) and require the same stdout and stderr, the addresses and log time stamps aside (and whatever
-    ``normalise`` takes out of stdout); returns sofakafka's stdout."""
+    ``normalise`` takes out of stdout); returns sofakafka's stdout.
+
+    ``until``: what each broker's stdout must show before the two are compared; the invocation is repeated on a
+    broker until it does (within a bound). For what reaches a broker asynchronously after an earlier change:
+    Kafka 2.6 applies a dynamic broker config when ZooKeeper's change notification reaches it, so a describe
+    right after an alter may not show it yet on a loaded machine."""
     outs = {}
     for name, b in (("sofakafka", bootstrap), ("kafka", reference)):
         r = tool(main, [a.replace("{b}", b) for a in args])
+        deadline = time.monotonic() + _SETTLE_S
+        while until is not None and not until(r.stdout) and time.monotonic() < deadline:
+            time.sleep(0.5)
+            r = tool(main, [a.replace("{b}", b) for a in args])
         outs[name] = (normalise(r.stdout.replace(b, "{b}")),
                       _LOG_TIME.sub("[<time>]", r.stderr.replace(b, "{b}")))
     assert outs["sofakafka"] == outs["kafka"], (

@@ -25,7 +25,7 @@ from sofakafka.controller.embedded import EmbeddedMetadataServer
 from sofakafka.controller.store import MetadataStore
 from sofakafka.controller.zk_data import PartitionState
 from sofakafka.protocol.errors import ErrorCode
-from sofakafka.protocol.records import RecordBatchBuilder
+from sofakafka.protocol.records import RecordBatchBuilder, iter_batches
 from sofakafka.storage.config import LogConfig
 from sofakafka.storage.leader_epoch import EpochEntry
 from sofakafka.storage.log import AppendOrigin
@@ -436,5 +436,66 @@ def test_isr_change_notifications_are_split_so_none_passes_the_request_limit(
             h.store.get(f"{zk_paths.ISR_CHANGE_NOTIFICATION_PATH}/{c}")[0]) for c in children]
         assert [len(n) for n in notified] == [3, 3, 1]
         assert sorted(tp for n in notified for tp in n) == sorted(changed)
+
+    run(scenario, tmp_path, store)
+
+
+@pytest.mark.parametrize("isolation_level", [1, 0], ids=["read_committed", "read_uncommitted"])
+def test_a_consumer_fetch_during_an_append_ends_at_the_log_end_and_the_next_one_is_in_range(
+        tmp_path: Path, store: MetadataStore, isolation_level: int) -> None:
+    """A produce is appended while a fetch reads: its batch is in the segment file before the log end moves. The
+    fetch must end at the log end it saw (Kafka's read ends at the log end's position), so the fetcher's next
+    offset is in the log. A read_committed librdkafka consumer of the chaos suite was given such a batch and
+    was then told OFFSET_OUT_OF_RANGE by the same leader for the offset after it: nothing was lost, but the
+    consumer had to reset its position. Here the leader alone is in the ISR, so the high watermark and last
+    stable offset are the log end, and the append is held between its write and the log end's move by the
+    leader-epoch cache's lock, which it takes in between. (A follower's fetch cannot be made here: recording
+    its fetch offset takes the log's lock, which the held append has; tests/unit/storage covers its read.)"""
+    async def scenario(h: Harness) -> None:
+        part = await h.lead(isr=(0,))
+        assert await h.produce(3, acks=1) == (ErrorCode.NONE, 0)
+        assert part.log.high_watermark == part.log.last_stable_offset == 3
+
+        async def fetch(offset: int) -> replica_manager.FetchPartitionResult:
+            [r] = await h.rm.fetch_messages(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20,
+                                            isolation_level=isolation_level,
+                                            partitions=[FetchPartitionRequest(TOPIC, 0, offset, 1 << 20)])
+            return r
+
+        size = part.log.active_segment.size
+        with part.log.leader_epoch_cache._lock:  # holds the append between its write and the end
+            producing = asyncio.ensure_future(h.produce(2, acks=1))
+            while part.log.active_segment.size == size and not producing.done():
+                await asyncio.sleep(0.001)  # until the batch is in the file
+            assert part.log.log_end_offset == 3
+            first = await fetch(0)
+            assert first.error_code == ErrorCode.NONE
+            batches = list(iter_batches(first.records))
+            following = batches[-1].last_offset + 1
+            second = await fetch(following)
+            # What the consumer was told: OFFSET_OUT_OF_RANGE, having been given offsets 3 and 4 the log did
+            # not have yet.
+            assert ErrorCode(second.error_code) == ErrorCode.NONE, f"at {following}, the log ending at 3"
+            assert following == 3
+            assert second.records == b""
+        assert await asyncio.wait_for(producing, 10) == (ErrorCode.NONE, 3)
+
+    run(scenario, tmp_path, store)
+
+
+def test_a_consumer_told_out_of_range_is_logged_with_where_the_log_stood(
+        tmp_path: Path, store: MetadataStore, caplog: pytest.LogCaptureFixture) -> None:
+    """Kafka answers it silently; here the broker says at INFO where the log stood (start, high watermark,
+    last stable offset, end), which the chaos suite's broker logs lacked when a consumer was told it."""
+    async def scenario(h: Harness) -> None:
+        await h.lead(isr=(0,))
+        await h.produce(3, acks=1)
+        with caplog.at_level("INFO", logger=replica_manager.__name__):
+            [r] = await h.rm.fetch_messages(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20,
+                                            isolation_level=1,
+                                            partitions=[FetchPartitionRequest(TOPIC, 0, 7, 1 << 20, 0)])
+        assert r.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+        assert ("consumer fetch of t-0 at offset 7 (txn_committed, leader epoch 0) is out of range: log start 0, "
+                "high watermark 3, last stable offset 3, log end 3") in caplog.messages
 
     run(scenario, tmp_path, store)
