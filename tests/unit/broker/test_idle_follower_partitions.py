@@ -16,13 +16,12 @@ once; a partition that is behind, or out of the ISR, is never parked.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
 
-from sofakafka.broker import isr, replica_manager
 from sofakafka.broker.fetch_session import INITIAL_EPOCH, FetchContext, FetchSessionCache
 from sofakafka.broker.isr import IsrManager
 from sofakafka.broker.replica_manager import (
@@ -32,13 +31,12 @@ from sofakafka.broker.replica_manager import (
     ReplicaManager,
 )
 from sofakafka.controller import zk_paths
-from sofakafka.controller.embedded import EmbeddedMetadataServer
 from sofakafka.controller.store import MetadataStore
 from sofakafka.controller.zk_data import PartitionState
 from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.records import RecordBatchBuilder
 from sofakafka.storage.log_manager import LogManager
-from sofakafka.storage.segment import wall_clock_ms
+from tests.unit.broker.conftest import Clock
 
 T = TypeVar("T")
 TOPIC = "t"
@@ -52,34 +50,6 @@ def _batch(n: int) -> bytearray:
     for i in range(n):
         builder.append_record(i, 1_700_000_000_000 + i, None, f"v{i}".encode())
     return bytearray(builder.build())
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now_ms = wall_clock_ms()
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-    def advance(self, ms: int) -> None:
-        self.now_ms += ms
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    c = Clock()
-    monkeypatch.setattr(replica_manager, "wall_clock_ms", c)
-    monkeypatch.setattr(isr, "wall_clock_ms", c)
-    return c
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[MetadataStore]:
-    server = EmbeddedMetadataServer.open(tmp_path / "meta", fsync=False)
-    s = server.connect()
-    yield s
-    s.close()
-    server.close()
 
 
 class FollowerSession:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,7 +21,6 @@ from sofakafka.broker import isr, replica_manager
 from sofakafka.broker.isr import IsrManager
 from sofakafka.broker.replica_manager import FetchPartitionRequest, Partition, ReplicaManager
 from sofakafka.controller import zk_paths
-from sofakafka.controller.embedded import EmbeddedMetadataServer
 from sofakafka.controller.store import MetadataStore
 from sofakafka.controller.zk_data import PartitionState
 from sofakafka.protocol.errors import ErrorCode
@@ -30,7 +29,7 @@ from sofakafka.storage.config import LogConfig
 from sofakafka.storage.leader_epoch import EpochEntry
 from sofakafka.storage.log import AppendOrigin
 from sofakafka.storage.log_manager import LogManager
-from sofakafka.storage.segment import wall_clock_ms
+from tests.unit.broker.conftest import Clock
 
 T = TypeVar("T")
 TOPIC = "t"
@@ -43,39 +42,6 @@ def _batch(n: int) -> bytearray:
     for i in range(n):
         builder.append_record(i, 1_700_000_000_000 + i, None, f"v{i}".encode())
     return bytearray(builder.build())
-
-
-class Clock:
-    """The leader's wall clock, moved only by the test: the ISR tests use a 50 ms lag to stay short, and on a
-    loaded machine a real 50 ms passes between any two steps, so a follower that just fetched to the log end
-    could be counted as lagging (it was: ISR (0,) instead of (0, 1) under CPU load)."""
-
-    def __init__(self) -> None:
-        self.now_ms = wall_clock_ms()
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-    def advance(self, ms: int) -> None:
-        self.now_ms += ms
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    c = Clock()
-    # Where the leader reads the time for caught-up stamps and for the lag check.
-    monkeypatch.setattr(replica_manager, "wall_clock_ms", c)
-    monkeypatch.setattr(isr, "wall_clock_ms", c)
-    return c
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[MetadataStore]:
-    server = EmbeddedMetadataServer.open(tmp_path / "meta", fsync=False)
-    s = server.connect()
-    yield s
-    s.close()
-    server.close()
 
 
 class Harness:
