@@ -165,6 +165,9 @@ JUTE_MAX_BUFFER = 0xFFFFF
 """ZooKeeper's default ``jute.maxbuffer``: the server drops the connection of a client whose request packet
 is bigger, so the limit is on the whole request, not on the data alone."""
 
+_RESEND_PAUSE_S = 0.05
+"""How long :meth:`ZooKeeperMetadataStore.get_many` waits before sending again reads it could not send at all."""
+
 _REQUEST_OVERHEAD = 1024
 """Room for a create request's header, ACL and flags around the path and the data."""
 
@@ -412,6 +415,14 @@ class ZooKeeperMetadataStore(MetadataStore):
             raise ConnectionLossError(f"no ZooKeeper connection within {self._connection_timeout}s", path)
         self._check_open()
 
+    def _sendable(self) -> bool:
+        """Whether a request may be handed to kazoo now. kazoo queues a request made while it reconnects and wakes
+        its connection thread with one byte per request on a socket pair that holds a few hundred; the next caller
+        blocks in that write until the thread drains it, and for good once a lost client's thread is gone. So a
+        pipelined caller checks before each request and queues at most the one it had begun when the connection
+        dropped."""
+        return not (self._lost or self._closed) and self._connected.is_set() and self._client.connected
+
     def _read(self, fn: Callable[[], Any], path: str | None) -> Any:
         """Reads are safe to resend: retried after a connection loss until the deadline."""
         deadline = time.monotonic() + self._connection_timeout
@@ -562,7 +573,12 @@ class ZooKeeperMetadataStore(MetadataStore):
             self._check_open()
             self._wait_connected(time.monotonic() + self._connection_timeout, todo[0][1][0].path)
         for start in range(0, len(todo), PIPELINE_WINDOW):
-            sent = [(index, ops, self._transaction(ops).commit_async()) for index, ops in todo[start:start + PIPELINE_WINDOW]]
+            sent = []
+            for index, ops in todo[start:start + PIPELINE_WINDOW]:
+                if self._sendable():
+                    sent.append((index, ops, self._transaction(ops).commit_async()))
+                else:  # never sent, so certainly not applied; the caller learns it as it learns a lost answer
+                    out[index] = ConnectionLossError(f"no ZooKeeper connection for a write to {ops[0].path}", ops[0].path)
             for index, ops, pending in sent:
                 try:
                     results = list(pending.get())
@@ -608,6 +624,8 @@ class ZooKeeperMetadataStore(MetadataStore):
                 self._armed(watches[i], _MISSING if kstat is None else kstat.mzxid)
                 if kstat is not None:
                     again.append(i)
+            if len(again) == len(pending):
+                time.sleep(_RESEND_PAUSE_S)  # nothing was answered: the connection is going or coming back
             pending = sorted(again)
         return results
 
@@ -616,7 +634,12 @@ class ZooKeeperMetadataStore(MetadataStore):
         """``send(i)`` for each index, a window at a time; yields each answer (``_NO_NODE`` for NONODE) in order.
         An index whose answer was lost with the connection goes to ``again``, until ``deadline``."""
         for start in range(0, len(indexes), PIPELINE_WINDOW):
-            sent = [(i, send(i)) for i in indexes[start:start + PIPELINE_WINDOW]]
+            sent = []
+            for i in indexes[start:start + PIPELINE_WINDOW]:
+                if self._sendable():
+                    sent.append((i, send(i)))
+                else:
+                    again.append(i)
             for i, reply in sent:
                 try:
                     answer = reply.get()
@@ -647,7 +670,8 @@ class ZooKeeperMetadataStore(MetadataStore):
         validate_path(path)
         kwatch = self._new_watch(watch, "data", path)
         try:
-            self._check_open()
+            if not self._sendable():
+                raise ConnectionLossError(f"no ZooKeeper connection for a read of {path}", path)
             reply = self._client.get_async(path, watch=kwatch)
         except (StoreError, kz.KazooException):
             self._events.post(lambda: self._settle_read(path, watch, callback))
@@ -769,6 +793,11 @@ def _start_client(hosts: str, session_timeout: float, connection_timeout: float)
 
 
 def _stop_client(client: Any) -> None:
+    # kazoo's stop wakes the connection thread with a byte on its socket pair, which a lost client's thread may
+    # no longer drain: sent without blocking, the stop still ends that thread (it checks the stop flag), and
+    # ``close`` then closes the pair, which wakes anyone still blocked writing into it.
+    with contextlib.suppress(Exception):
+        client._connection._write_sock.setblocking(False)
     with contextlib.suppress(Exception):
         client.stop()
     with contextlib.suppress(Exception):

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import os
+import signal
 import socket
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -33,6 +35,7 @@ from sofakafka.controller.store import (
     SessionExpiredError,
     SessionState,
     SetDataOp,
+    StoreError,
 )
 from sofakafka.controller.zookeeper import (
     JUTE_MAX_BUFFER,
@@ -422,3 +425,106 @@ def test_generated_broker_ids_follow_the_seqid_version_and_meta_properties_win(
     assert resolve_broker_id(store, [tmp_path], 1000) == 1004
     (tmp_path / "meta.properties").write_text("version=0\nbroker.id=1001\n")
     assert resolve_broker_id(store, [tmp_path], 1000) == 1001
+
+
+
+def _returns(fn: Callable[[], object]) -> object:
+    """``fn()`` in a thread: its result, or a failure if it is still blocked after ``WAIT_S``."""
+    out: list[object] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            out.append(fn())
+        except BaseException as exc:  # noqa: BLE001 - raised again in the test thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(WAIT_S)
+    if failed:
+        raise failed[0]
+    assert out, f"{fn} is still blocked after {WAIT_S}s"
+    return out[0]
+
+
+def test_a_session_lost_under_pipelined_writes_and_reads_never_wedges_its_callers_or_its_close(
+    tmp_path: Path,
+) -> None:
+    """kazoo queues a request made while it reconnects and wakes its connection thread with one byte per request
+    on a socket pair that holds a few hundred: a caller that kept queueing blocked in that write until the thread
+    drained it, and for good once a lost client's thread was gone, and so did the client's ``stop``. With ZooKeeper
+    frozen (SIGSTOP) past the session timeout: pipelined writes and async reads made after the connection dropped
+    are not queued (they return at once, the writes ConnectionLossError, the reads answered later); closing the lost
+    session returns even with kazoo's socket pair full, and wakes whoever was blocked writing into it; a new
+    session works once ZooKeeper is back."""
+    server = start_zookeeper(tmp_path / "zk", free_port())
+    frozen = False
+    try:
+        store = ZooKeeperMetadataStore.connect(server.hosts, session_timeout=4, connection_timeout=10)
+        states = StateLog()
+        store.add_listener(states)
+        count = 100
+        store.multi([CreateOp(f"/w{i}", b"") for i in range(count)])
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        frozen = True
+        read_many: list[object] = []
+
+        def reads() -> None:
+            try:
+                read_many.append(store.get_many([f"/w{n % count}" for n in range(5_000)]))
+            except StoreError as exc:
+                read_many.append(exc)
+
+        reader = threading.Thread(target=reads, daemon=True)
+        reader.start()
+        # The first window goes to the frozen server; the connection drops under it; the other windows must not
+        # be queued on the reconnecting client.
+        outcomes = _returns(lambda: store.multi_many([[SetDataOp(f"/w{i % count}", b"x")] for i in range(5_000)]))
+        assert SessionState.LOST not in states.states, "pipelined writes waited on the reconnecting client"
+        assert isinstance(outcomes, list) and len(outcomes) == 5_000
+        assert all(isinstance(o, ConnectionLossError) for o in outcomes), Counter(type(o).__name__ for o in outcomes)
+        states.wait_for(SessionState.SUSPENDED)
+        answers: list[object] = []
+        answered = threading.Condition()
+
+        def answer(read: object) -> None:
+            with answered:
+                answers.append(read)
+                answered.notify_all()
+
+        def read_async() -> int:
+            for n in range(2_000):
+                store.get_async(f"/w{n % count}", None, answer)
+            return 2_000
+
+        _returns(read_async)
+        assert SessionState.LOST not in states.states, "async reads waited on the reconnecting client"
+        # What kazoo holds unsent while it reconnects: at most the one request a caller had begun, not windows.
+        assert len(store._client._queue) <= 3, len(store._client._queue)
+        # Someone else's requests on the same client fill its socket pair (kazoo's own behaviour, as a pipelined
+        # caller did before): this one blocks in kazoo until the pair is drained or closed.
+        filler = threading.Thread(target=lambda: [store._client.exists_async("/w0") for _ in range(1_000)],
+                                  daemon=True)
+        filler.start()
+        states.wait_for(SessionState.LOST)
+        # Reads are sent again once the connection is back; it was not, so they give up at their deadline.
+        reader.join(WAIT_S)
+        assert len(read_many) == 1 and isinstance(read_many[0], StoreError), read_many
+        _returns(store.close)
+        filler.join(WAIT_S)
+        assert not filler.is_alive(), "closing the lost session left a caller blocked in its client"
+        os.kill(server.proc.pid, signal.SIGCONT)
+        frozen = False
+        with answered:
+            assert answered.wait_for(lambda: len(answers) == 2_000, WAIT_S), len(answers)
+        assert all(isinstance(a, StoreError) for a in answers), Counter(type(a).__name__ for a in answers)
+        again = ZooKeeperMetadataStore.connect(server.hosts, session_timeout=4, connection_timeout=30)
+        try:
+            assert again.get("/w0")[0] == b""
+        finally:
+            again.close()
+    finally:
+        if frozen:
+            os.kill(server.proc.pid, signal.SIGCONT)
+        server.stop()
