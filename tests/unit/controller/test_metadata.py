@@ -210,6 +210,44 @@ def test_has_leaders_needs_every_partition_led_by_a_registered_broker(
     assert not snap.has_leaders("missing")
 
 
+def test_reload_reads_the_states_without_the_lock_and_keeps_a_change_seen_meanwhile(
+    node: ControllerNode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # At 100,000 partitions the states are nearly all of a reload's reads: they are read before the model's lock
+    # is taken, so a reader waiting on the model is not held up by them; a state that changes after its read
+    # there is read again through its watch, and that newer answer wins over the reload's.
+    node.admin.create_topic(NewTopic("moving", 2, 1))
+    settle(node)
+    until(node.cache, lambda s: s.has_leaders("moving"))
+    path = "/brokers/topics/moving/partitions/0/state"
+    data, _ = node.store.get(path)
+    old = PartitionState.decode(data)
+    newer = PartitionState(old.leader, old.leader_epoch + 5, old.controller_epoch, old.isr)
+    real_get_many = node.store.get_many
+    waited: list[bool] = []
+    states_read: list[str] = []
+
+    def get_many_then_change(paths: list[str], watch: object = None) -> object:
+        states_read.extend(p for p in paths if p.endswith("/state"))
+        reads = real_get_many(paths, watch)  # type: ignore[arg-type]
+        if path in paths and not waited:
+            reader = threading.Thread(target=lambda: waited.append(node.cache.wait_until(lambda s: True, 5.0)))
+            reader.start()
+            reader.join(SETTLE_TIMEOUT)
+            node.store.set(path, newer.encode())
+            node.store.sync(SETTLE_TIMEOUT)  # the watch fired and its read was answered
+        return reads
+
+    monkeypatch.setattr(node.store, "get_many", get_many_then_change)
+    node.cache.reload()
+    assert waited == [True], "a reader waited on the model while the reload read the states"
+    # Each state read once by the reload, and the changed one once more through its watch.
+    assert sorted(states_read) == sorted([path, path, path.replace("/0/", "/1/")])
+    node.store.sync(SETTLE_TIMEOUT)
+    snap = until(node.cache, lambda s: s.topics["moving"].partitions[0].leader_epoch == newer.leader_epoch)
+    assert snap.topics["moving"].partitions[1].leader == old.leader
+
+
 def test_reload_reads_everything_again_and_keeps_the_view_when_a_read_fails(
     node: ControllerNode, monkeypatch: pytest.MonkeyPatch
 ) -> None:
