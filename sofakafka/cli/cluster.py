@@ -382,7 +382,26 @@ def _log_tail(path: str | Path, lines: int = 20) -> str:
         return "(no log)"
 
 
-def start_zookeeper(directory: Path, port: int, deadline: float, tick_ms: int = 2000) -> ProcessRecord:
+def zookeeper_config(data_dir: Path, port: int, tick_ms: int, session_timeout_ms: int | None = None) -> str:
+    """``zoo.cfg`` for the cluster's ZooKeeper. ZooKeeper grants a session at most 20 ticks unless told otherwise
+    (``maxSessionTimeout``), silently: brokers asking for more (Kafka's default ``zookeeper.session.timeout.ms`` is
+    18 s, 36 ticks of 500 ms) would be expired sooner than they were configured for."""
+    max_session = (f"maxSessionTimeout={session_timeout_ms}\n"
+                   if session_timeout_ms is not None and session_timeout_ms > 20 * tick_ms else "")
+    return (f"tickTime={tick_ms}\n"
+            f"{max_session}"
+            f"dataDir={data_dir}\n"
+            f"clientPort={port}\n"
+            "clientPortAddress=127.0.0.1\n"
+            "maxClientCnxns=0\n"
+            "admin.enableServer=false\n"
+            "4lw.commands.whitelist=srvr,ruok,stat,mntr,cons\n"
+            "autopurge.purgeInterval=0\n")
+
+
+def start_zookeeper(directory: Path, port: int, deadline: float, tick_ms: int = 2000,
+                    session_timeout_ms: int | None = None) -> ProcessRecord:
+    """``session_timeout_ms``: the longest session the brokers ask for, which ZooKeeper must grant."""
     if not ZK_JAR.exists():
         raise LauncherError(f"{ZK_JAR} is missing: install Debian's zookeeper package (apt-get install zookeeper)")
     java = shutil.which("java")
@@ -391,15 +410,7 @@ def start_zookeeper(directory: Path, port: int, deadline: float, tick_ms: int = 
     zk_dir = directory / "zookeeper"
     (zk_dir / "data").mkdir(parents=True, exist_ok=True)
     cfg = zk_dir / "zoo.cfg"
-    cfg.write_text(
-        f"tickTime={tick_ms}\n"
-        f"dataDir={zk_dir / 'data'}\n"
-        f"clientPort={port}\n"
-        "clientPortAddress=127.0.0.1\n"
-        "maxClientCnxns=0\n"
-        "admin.enableServer=false\n"
-        "4lw.commands.whitelist=srvr,ruok,stat,mntr,cons\n"
-        "autopurge.purgeInterval=0\n")
+    cfg.write_text(zookeeper_config(zk_dir / "data", port, tick_ms, session_timeout_ms))
     # The jar's manifest Class-Path names its dependencies under /usr/share/java; slf4j-simple, when
     # present, makes the log readable (without a binding slf4j says nothing at all).
     classpath = [str(zk_dir), str(ZK_JAR)] + ([str(SLF4J_SIMPLE_JAR)] if SLF4J_SIMPLE_JAR.exists() else [])
@@ -504,6 +515,19 @@ class ClusterSpec:
     zk_tick_ms: int = 2000
 
 
+def _session_timeout_ms(spec: ClusterSpec) -> int | None:
+    """The ZooKeeper session the brokers will ask for: the override, else Kafka's default (18 s). An override
+    that is not a number is left to the broker to refuse, by name."""
+    # As serve.py: the broker's config is imported only when a cluster starts.
+    from sofakafka.broker.config import CONFIG_KEYS
+
+    raw = spec.overrides.get("zookeeper.session.timeout.ms")
+    try:
+        return int(raw) if raw is not None else int(str(CONFIG_KEYS["zookeeper.session.timeout.ms"].default))
+    except ValueError:
+        return None
+
+
 def up(spec: ClusterSpec, *, deadline_s: float = START_DEADLINE_S) -> ClusterState:
     """Start ZooKeeper and the brokers; on any failure, stop whatever was started and raise."""
     if spec.brokers < 1:
@@ -524,7 +548,8 @@ def up(spec: ClusterSpec, *, deadline_s: float = START_DEADLINE_S) -> ClusterSta
     state = ClusterState(directory, spec.zk_port, addresses)
     deadline = time.monotonic() + deadline_s
     try:
-        state.processes.append(start_zookeeper(directory, spec.zk_port, deadline, spec.zk_tick_ms))
+        state.processes.append(start_zookeeper(directory, spec.zk_port, deadline, spec.zk_tick_ms,
+                                               _session_timeout_ms(spec)))
         state.save()
         for broker_id, address in addresses.items():
             props = broker_properties(

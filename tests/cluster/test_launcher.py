@@ -9,6 +9,7 @@ import random
 import socket
 import subprocess
 import sys
+import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -284,3 +285,22 @@ def test_rack_and_overrides_reach_every_broker() -> None:
     one = cl.broker_properties(1, 1, cl.loopback_address(1, 40000), zookeeper_connect="z:1", log_dir="/d")
     assert (one["default.replication.factor"], one["min.insync.replicas"],
             one["offsets.topic.replication.factor"]) == ("1", "1", "1")
+
+
+def test_zookeeper_grants_the_brokers_session_past_twenty_ticks(tmp_path: Path) -> None:
+    """With 500 ms ticks ZooKeeper grants at most 10 s unless its zoo.cfg says more; `up` says what the brokers
+    ask for (here Kafka's default, 18 s), and a client asking 18 s gets 18 s (``cons`` shows ``to=``)."""
+    from kazoo.client import KazooClient
+
+    _, zk_port = free_port_block()
+    for asked, granted in ((18_000, "to=18000"), (None, "to=10000")):
+        directory = tmp_path / f"zk-{asked}"
+        record = cl.start_zookeeper(directory, zk_port, time.monotonic() + 60, tick_ms=500, session_timeout_ms=asked)
+        client = KazooClient(hosts=f"127.0.0.1:{zk_port}", timeout=18.0)
+        try:
+            client.start(timeout=30)
+            assert granted in cl.four_letter_word(zk_port, "cons")
+        finally:
+            client.stop()
+            client.close()
+            cl.stop_processes([record])
