@@ -508,7 +508,13 @@ class Log:
                     later.delete_files()
                 break
         self.producer_state.update_map_end_offset(self.active_segment.read_next_offset())
-        self.producer_state.take_snapshot()
+        # A snapshot of no producer is left unwritten: it would record nothing that the segments do not still
+        # say (an older snapshot, or a replay, gives the same empty state: replays only add producers), a later
+        # recovery deletes it anyway (snapshots above its first recovered segment go), and the next roll or
+        # close writes one at its own offset (nothing was snapshotted at the log end, so close does). It cost
+        # a file creation and an fsync for every partition that only ever had non-idempotent producers.
+        if not self.producer_state.is_empty:
+            self.producer_state.take_snapshot()
 
     # -- producer state -------------------------------------------------------------------------------------------
     def _control_marker(self, buf: bytes | bytearray | memoryview, header: BatchHeader) -> tuple[int | None, int]:
