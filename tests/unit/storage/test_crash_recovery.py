@@ -163,6 +163,33 @@ def test_clean_shutdown_with_a_damaged_index_rebuilds_it(tmp_path: Path) -> None
     assert os.path.getsize(index) == len(first_index)
 
 
+@pytest.mark.parametrize("into_segment", [0, 1])
+def test_unclean_load_still_checks_the_indexes_below_the_recovery_point(tmp_path: Path, into_segment: int) -> None:
+    # After a crash the segments from the one holding the recovery point on are rebuilt by recovery, so their
+    # indexes are not sanity-checked first; the segments below it are only checked, and a damaged index there
+    # must still be found and rebuilt.
+    config = LogConfig.from_props({"segment.bytes": 700, "index.interval.bytes": 100})
+    log = Log(tmp_path / "t-0", config)
+    for _ in range(20):
+        log.append_as_leader(make_batch(2, value_size=60), 0)
+    segments = log.log_segments()
+    assert len(segments) >= 5
+    before = read_everything(log)
+    indexes = [seg.offset_index.raw_bytes() for seg in segments[:4]]
+    assert all(indexes)
+    recovery_point = segments[2].base_offset + into_segment  # the third segment's base, or inside it
+    log.flush()
+    log.close_handlers()
+    for seg in segments[:4]:  # two below the recovery point, the one holding it, one after it
+        path = seg.offset_index.path
+        path.write_bytes(bytes(reversed(path.read_bytes())))
+    reopened = Log(tmp_path / "t-0", config, recovery_point=recovery_point, had_clean_shutdown=False)
+    assert read_everything(reopened) == before
+    assert [seg.offset_index.raw_bytes() for seg in reopened.log_segments()[:4]] == indexes
+    assert_indexes_point_at_batches(reopened)
+    reopened.close()
+
+
 def test_recovery_of_a_log_without_producers_leaves_the_snapshot_to_close(tmp_path: Path) -> None:
     # No producer state to keep: recovery writes no snapshot (that was a file and an fsync per partition at
     # start-up); the clean shutdown writes it, so the next clean start does not replay the log.
@@ -205,3 +232,29 @@ def test_producer_state_survives_repeated_crashes(tmp_path: Path) -> None:
         assert dup.duplicate and (dup.first_offset, dup.last_offset) == (0, 1)
         log.close_handlers()
 
+
+def test_unclean_load_checks_indexes_below_a_swapped_segment_holding_the_recovery_point(tmp_path: Path) -> None:
+    # A crash in the middle of a cleaner's swap: the segment holding the recovery point exists only as a
+    # ".swap" (the old one was already deleted). Recovery starts at the swapped segment, so the one below it
+    # is only sanity-checked, and its damaged index must be found.
+    config = LogConfig.from_props({"segment.bytes": 700, "index.interval.bytes": 100})
+    log = Log(tmp_path / "t-0", config)
+    for _ in range(20):
+        log.append_as_leader(make_batch(2, value_size=60), 0)
+    segments = log.log_segments()
+    before = read_everything(log)
+    first_index = segments[0].offset_index.raw_bytes()
+    assert first_index
+    log.flush()
+    log.close_handlers()
+    second = segments[1]
+    os.replace(second.log.path, second.log.path.with_name(second.log.path.name + ".swap"))
+    second.offset_index.path.unlink()
+    second.time_index.path.unlink()
+    path = segments[0].offset_index.path
+    path.write_bytes(bytes(reversed(path.read_bytes())))
+    reopened = Log(tmp_path / "t-0", config, recovery_point=second.base_offset + 1, had_clean_shutdown=False)
+    assert read_everything(reopened) == before
+    assert reopened.log_segments()[0].offset_index.raw_bytes() == first_index
+    assert_indexes_point_at_batches(reopened)
+    reopened.close()
