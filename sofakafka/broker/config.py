@@ -20,9 +20,9 @@ Where we differ from Kafka, on purpose:
   nobody to collide with and ``0`` is what every quickstart expects. With ZooKeeper, -1 keeps Kafka's meaning
   (an id generated from ``/brokers/seqid`` above ``reserved.broker.max.id``).
 * ``default.replication.factor`` must be >= 1 (Kafka accepts 0 and fails every auto-created topic later).
-* ``num.network.threads``, ``num.io.threads``, ``background.threads`` and
-  ``num.recovery.threads.per.data.dir`` are accepted and validated so existing files load, but do nothing:
-  one asyncio loop replaces Kafka's thread pools (:attr:`ConfigKey.applicable` is False for them).
+* ``num.network.threads``, ``num.io.threads`` and ``background.threads`` are accepted and validated so
+  existing files load, but do nothing: one asyncio loop replaces Kafka's thread pools
+  (:attr:`ConfigKey.applicable` is False for them).
 * A ``server.properties`` file is read as UTF-8 (falling back to ISO-8859-1, Java's encoding, when it is
   not valid UTF-8).
 """
@@ -285,7 +285,7 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("num.network.threads", _T.INT, 3, "Not applicable: one asyncio loop serves every connection.", at_least(1), _CW, applicable=False),
     ConfigKey("num.io.threads", _T.INT, 8, "Not applicable: handlers run on the asyncio loop.", at_least(1), _CW, applicable=False),
     ConfigKey("background.threads", _T.INT, 10, "Not applicable: background work is scheduled on the loop.", at_least(1), _CW, applicable=False),
-    ConfigKey("num.recovery.threads.per.data.dir", _T.INT, 1, "Not applicable: log recovery is sequential.", at_least(1), _CW, applicable=False),
+    ConfigKey("num.recovery.threads.per.data.dir", _T.INT, 1, "Threads per log dir that load the logs at start-up (recovering them after an unclean shutdown) and close them at shutdown; read at start-up.", at_least(1), _CW),
     ConfigKey("num.replica.fetchers", _T.INT, 1, "Fetcher tasks per source broker.", at_least(1), _CW),
     ConfigKey("queued.max.requests", _T.INT, 500, "Requests read ahead per connection before reading pauses.", at_least(1)),
     ConfigKey("socket.send.buffer.bytes", _T.INT, 102400, "SO_SNDBUF; -1 keeps the OS default."),

@@ -428,7 +428,19 @@ class Log:
 
     def _load_segment_files(self, had_clean_shutdown: bool = True) -> None:
         segments: dict[int, LogSegment] = {}
-        for path in sorted(self.dir.iterdir()):
+        paths = sorted(self.dir.iterdir())
+        # After a crash, _recover_log rebuilds the indexes of every segment from the one holding the recovery
+        # point on and validates each of their batches: checking those indexes here first would only be
+        # thrown away. The first recovered base is the greatest base at or below the recovery point; a
+        # ``.log.swap`` counts too, since completing the swap may replace the segment holding the recovery
+        # point with it (_complete_swaps recovers it), and then recovery starts there.
+        recovered_from: int | None = None
+        if not had_clean_shutdown:
+            at_or_below = [int(stem) for stem, _dot, ext in (p.name.partition(".") for p in paths)
+                           if ext in (LOG_SUFFIX[1:], LOG_SUFFIX[1:] + SWAP_SUFFIX) and stem.isdigit()
+                           and len(stem) == 20 and int(stem) <= self._recovery_point]
+            recovered_from = max(at_or_below) if at_or_below else -1
+        for path in paths:
             name = path.name
             stem, _dot, ext = name.partition(".")
             if not (stem.isdigit() and len(stem) == 20):
@@ -440,6 +452,9 @@ class Log:
                     path.unlink(missing_ok=True)  # orphan index of a deleted segment
                 continue
             if suffix != LOG_SUFFIX:
+                continue
+            if recovered_from is not None and base >= recovered_from:
+                segments[base] = self._new_segment(base, active=False)  # _recover_log checks and rebuilds it
                 continue
             indexes_exist = (self.dir / (stem + INDEX_SUFFIX)).exists() and \
                 (self.dir / (stem + TIME_INDEX_SUFFIX)).exists()
@@ -508,7 +523,13 @@ class Log:
                     later.delete_files()
                 break
         self.producer_state.update_map_end_offset(self.active_segment.read_next_offset())
-        self.producer_state.take_snapshot()
+        # A snapshot of no producer is left unwritten: it would record nothing that the segments do not still
+        # say (an older snapshot, or a replay, gives the same empty state: replays only add producers), a later
+        # recovery deletes it anyway (snapshots above its first recovered segment go), and the next roll or
+        # close writes one at its own offset (nothing was snapshotted at the log end, so close does). It cost
+        # a file creation and an fsync for every partition that only ever had non-idempotent producers.
+        if not self.producer_state.is_empty:
+            self.producer_state.take_snapshot()
 
     # -- producer state -------------------------------------------------------------------------------------------
     def _control_marker(self, buf: bytes | bytearray | memoryview, header: BatchHeader) -> tuple[int | None, int]:

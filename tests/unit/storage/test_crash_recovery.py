@@ -15,7 +15,7 @@ from sofakafka.storage.config import LogConfig
 from sofakafka.storage.log import Log
 from sofakafka.storage.log_manager import LogManager
 
-from .storage_helpers import make_batch
+from .storage_helpers import FakeClock, make_batch
 
 
 def write_log(root: Path, sizes: list[tuple[int, int]], config: LogConfig) -> list[tuple[int, bytes]]:
@@ -161,3 +161,100 @@ def test_clean_shutdown_with_a_damaged_index_rebuilds_it(tmp_path: Path) -> None
     assert log.log_segments()[0].offset_index.raw_bytes() == first_index
     manager.shutdown()
     assert os.path.getsize(index) == len(first_index)
+
+
+@pytest.mark.parametrize("into_segment", [0, 1])
+def test_unclean_load_still_checks_the_indexes_below_the_recovery_point(tmp_path: Path, into_segment: int) -> None:
+    # After a crash the segments from the one holding the recovery point on are rebuilt by recovery, so their
+    # indexes are not sanity-checked first; the segments below it are only checked, and a damaged index there
+    # must still be found and rebuilt.
+    config = LogConfig.from_props({"segment.bytes": 700, "index.interval.bytes": 100})
+    log = Log(tmp_path / "t-0", config)
+    for _ in range(20):
+        log.append_as_leader(make_batch(2, value_size=60), 0)
+    segments = log.log_segments()
+    assert len(segments) >= 5
+    before = read_everything(log)
+    indexes = [seg.offset_index.raw_bytes() for seg in segments[:4]]
+    assert all(indexes)
+    recovery_point = segments[2].base_offset + into_segment  # the third segment's base, or inside it
+    log.flush()
+    log.close_handlers()
+    for seg in segments[:4]:  # two below the recovery point, the one holding it, one after it
+        path = seg.offset_index.path
+        path.write_bytes(bytes(reversed(path.read_bytes())))
+    reopened = Log(tmp_path / "t-0", config, recovery_point=recovery_point, had_clean_shutdown=False)
+    assert read_everything(reopened) == before
+    assert [seg.offset_index.raw_bytes() for seg in reopened.log_segments()[:4]] == indexes
+    assert_indexes_point_at_batches(reopened)
+    reopened.close()
+
+
+def test_recovery_of_a_log_without_producers_leaves_the_snapshot_to_close(tmp_path: Path) -> None:
+    # No producer state to keep: recovery writes no snapshot (that was a file and an fsync per partition at
+    # start-up); the clean shutdown writes it, so the next clean start does not replay the log.
+    config = LogConfig()
+    log = Log(tmp_path / "t-0", config)
+    for _ in range(3):
+        log.append_as_leader(make_batch(2), 0)
+    log.close_handlers()
+    recovered = Log(tmp_path / "t-0", config, had_clean_shutdown=False)
+    assert recovered.log_end_offset == 6
+    assert recovered.producer_state.snapshot_offsets() == []
+    recovered.close()
+    assert recovered.producer_state.snapshot_offsets() == [6]
+    Log(tmp_path / "t-0", config).close()
+    assert recovered.producer_state.snapshot_offsets() == [6]
+
+
+def test_producer_state_survives_repeated_crashes(tmp_path: Path) -> None:
+    # An idempotent producer's last batch and another's open transaction, then non-idempotent records, crashed
+    # twice: recovery snapshots the state at the log end, and both crashes keep the duplicate recognised and
+    # the transaction open (it bounds the last stable offset).
+    clock = FakeClock()
+    config = LogConfig.from_props({"segment.bytes": 400})
+    log = Log(tmp_path / "t-0", config, time_ms=clock)
+    log.append_as_leader(make_batch(2, producer_id=9, producer_epoch=0, base_sequence=0, timestamp=clock.now), 0)
+    log.append_as_leader(make_batch(1, producer_id=7, producer_epoch=0, base_sequence=0, transactional=True,
+                                    timestamp=clock.now), 0)
+    for _ in range(6):
+        log.append_as_leader(make_batch(2, timestamp=clock.now), 0)
+    assert log.number_of_segments > 1
+    end = log.log_end_offset
+    log.close_handlers()
+    for _ in range(2):
+        log = Log(tmp_path / "t-0", config, had_clean_shutdown=False, time_ms=clock)
+        assert log.log_end_offset == end
+        assert log.producer_state.latest_snapshot_offset == end
+        log.update_high_watermark(end)
+        assert log.last_stable_offset == 2  # producer 7's transaction, still open
+        dup = log.append_as_leader(make_batch(2, producer_id=9, producer_epoch=0, base_sequence=0), 0)
+        assert dup.duplicate and (dup.first_offset, dup.last_offset) == (0, 1)
+        log.close_handlers()
+
+
+def test_unclean_load_checks_indexes_below_a_swapped_segment_holding_the_recovery_point(tmp_path: Path) -> None:
+    # A crash in the middle of a cleaner's swap: the segment holding the recovery point exists only as a
+    # ".swap" (the old one was already deleted). Recovery starts at the swapped segment, so the one below it
+    # is only sanity-checked, and its damaged index must be found.
+    config = LogConfig.from_props({"segment.bytes": 700, "index.interval.bytes": 100})
+    log = Log(tmp_path / "t-0", config)
+    for _ in range(20):
+        log.append_as_leader(make_batch(2, value_size=60), 0)
+    segments = log.log_segments()
+    before = read_everything(log)
+    first_index = segments[0].offset_index.raw_bytes()
+    assert first_index
+    log.flush()
+    log.close_handlers()
+    second = segments[1]
+    os.replace(second.log.path, second.log.path.with_name(second.log.path.name + ".swap"))
+    second.offset_index.path.unlink()
+    second.time_index.path.unlink()
+    path = segments[0].offset_index.path
+    path.write_bytes(bytes(reversed(path.read_bytes())))
+    reopened = Log(tmp_path / "t-0", config, recovery_point=second.base_offset + 1, had_clean_shutdown=False)
+    assert read_everything(reopened) == before
+    assert reopened.log_segments()[0].offset_index.raw_bytes() == first_index
+    assert_indexes_point_at_batches(reopened)
+    reopened.close()

@@ -134,15 +134,19 @@ class LogMachine(RuleBasedStateMachine):
         self.batches = []
         self.log_start = self.log_end = self.hw = target
 
-    @rule(clean=st.booleans())
-    def reopen(self, clean: bool) -> None:
+    @rule(clean=st.booleans(), data=st.data())
+    def reopen(self, clean: bool, data: st.DataObject) -> None:
+        recovery_point = 0
         if clean:
             self.lg.close()
         else:
             self.lg.flush()  # what the page cache would hold anyway; no trimming, no snapshot
+            # Any checkpointed recovery point up to the flushed end: segments below it are only sanity-checked
+            # at the restart, the others recovered.
+            recovery_point = data.draw(st.integers(0, self.lg.recovery_point), label="recovery point")
             self.lg.close_handlers()
         self.log = Log(self.tmp / "t-0", self.config, log_start_offset=self.log_start,
-                       recovery_point=0, had_clean_shutdown=clean, time_ms=self.clock)
+                       recovery_point=recovery_point, had_clean_shutdown=clean, time_ms=self.clock)
         data_end = self.batches[-1].last + 1 if self.batches else 0
         if not self.gapped or data_end == self.log_end:
             assert self.lg.log_end_offset == self.log_end
