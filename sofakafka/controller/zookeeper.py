@@ -614,7 +614,9 @@ class ZooKeeperMetadataStore(MetadataStore):
             self._wait_connected(deadline, paths[pending[0]])
             again: list[int] = []
             missing: list[int] = []
-            for i, answer in self._pipelined(pending, lambda i: send(i, client.get_async), paths, deadline, again):
+            unsent: list[int] = []
+            for i, answer in self._pipelined(pending, lambda i: send(i, client.get_async), paths, deadline, again,
+                                             unsent):
                 if answer is _NO_NODE:
                     missing.append(i)
                     continue
@@ -622,26 +624,28 @@ class ZooKeeperMetadataStore(MetadataStore):
                 self._armed(watches[i], kstat.mzxid)
                 results[i] = (data or b""), _stat(kstat)
             # A missing znode gets an existence watch; one created meanwhile is read again.
-            for i, kstat in self._pipelined(missing, lambda i: send(i, client.exists_async), paths, deadline, again):
+            for i, kstat in self._pipelined(missing, lambda i: send(i, client.exists_async), paths, deadline, again,
+                                            unsent):
                 self._armed(watches[i], _MISSING if kstat is None else kstat.mzxid)
                 if kstat is not None:
                     again.append(i)
-            if len(again) == len(pending):
-                time.sleep(_RESEND_PAUSE_S)  # nothing was answered: the connection is going or coming back
-            pending = sorted(again)
+            if unsent and len(unsent) == len(pending):
+                time.sleep(_RESEND_PAUSE_S)  # nothing could be sent: the connection is going or coming back
+            pending = sorted(again + unsent)
         return results
 
     def _pipelined(self, indexes: list[int], send: Callable[[int], Any], paths: Sequence[str], deadline: float,
-                   again: list[int]) -> Iterator[tuple[int, Any]]:
+                   again: list[int], unsent: list[int]) -> Iterator[tuple[int, Any]]:
         """``send(i)`` for each index, a window at a time; yields each answer (``_NO_NODE`` for NONODE) in order.
-        An index whose answer was lost with the connection goes to ``again``, until ``deadline``."""
+        An index whose answer was lost with the connection goes to ``again``, until ``deadline``; one not sent
+        because there was no connection, to ``unsent``."""
         for start in range(0, len(indexes), PIPELINE_WINDOW):
             sent = []
             for i in indexes[start:start + PIPELINE_WINDOW]:
                 if self._sendable():
                     sent.append((i, send(i)))
                 else:
-                    again.append(i)
+                    unsent.append(i)
             for i, reply in sent:
                 try:
                     answer = reply.get()

@@ -76,8 +76,11 @@ class Rooms:
         with self.client() as c:
             result = c.create_topics([NewTopic(name, partitions, rf, configs={"min.insync.replicas": "1"})])
         assert result[name].error == ErrorCode.NONE, result
-        wait_for(f"full ISRs and leaders of {name}", lambda: all(len(i) == rf for i in self.isrs(name).values())
-                 and all(leader >= 0 for leader in self.leaders(name).values()))
+        # Every partition named, not just those named so far: a broker that has not heard of the topic yet
+        # answers it with no partitions, and "all of none" would pass.
+        wait_for(f"full ISRs and leaders of {name}",
+                 lambda: len(isrs := self.isrs(name)) == partitions and all(len(i) == rf for i in isrs.values())
+                 and len(leaders := self.leaders(name)) == partitions and all(lr >= 0 for lr in leaders.values()))
         return self.leaders(name)
 
     def logs(self) -> str:
