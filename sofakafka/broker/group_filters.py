@@ -13,12 +13,15 @@ coordinator knows both for each member (JoinGroup's header and connection: Kafka
 * ``/sofakafka/group_members/<group>`` lists, for a filtered group only, each member's client id, client host
   and subscribed topics. The coordinator writes it in the same store transaction as the filter, again
   before it answers each JoinGroup, SyncGroup and LeaveGroup of the group, and every
-  :data:`SWEEP_INTERVAL_S` (members that expired), so a member is known to every broker before its first
-  fetch (it needs its JoinGroup answer, then SyncGroup and OffsetFetch, before it fetches anything).
+  :data:`SWEEP_INTERVAL_S` (members that expired), so a member is in the store before its first fetch (it
+  needs its JoinGroup answer, then SyncGroup and OffsetFetch, before it fetches anything). The coordinator
+  knows a filter itself before it answers the AlterConfigs that set it.
 * Every broker follows both with watches (:class:`GroupFilterRegistry`) into one index from
   ``(client id, client host)`` to ``{topic: filter}``; the Fetch handler looks its request up there once
   (:meth:`GroupFilterRegistry.lookup`): no entry (every unfiltered group) means the stored bytes go out
-  untouched, with no per-record work.
+  untouched, with no per-record work. A watch may fire after the member's first Fetch arrives, so each
+  consumer connection's first Fetch waits for :meth:`GroupFilterRegistry.catch_up` (a store sync and a
+  reload, shared by the connections that ask at once) before it is looked up.
 
 How robust the key is, per client: the Java client's default ``client.id`` is ``consumer-<group>-<n>``,
 unique per consumer; kafka-python's (``kafka-python-<version>``) and librdkafka's (``rdkafka``) defaults are
@@ -61,6 +64,7 @@ log = logging.getLogger(__name__)
 GROUP_CONFIGS_PATH = "/config/groups"
 MEMBERS_PATH = "/sofakafka/group_members"
 SWEEP_INTERVAL_S = 10.0
+CATCH_UP_TIMEOUT_S = 5.0
 Header = tuple[str, bytes | None]
 
 
@@ -197,6 +201,9 @@ class GroupFilterRegistry:
         self._published: dict[str, dict[str, MemberBinding]] = {}
         self._thread: threading.Thread | None = None
         self.reloads = 0
+        # catch_up: the next catch-up not begun yet (callers join it), and the lock that runs them one at a time.
+        self._next_catch_up: asyncio.Task[None] | None = None
+        self._catch_up_lock: asyncio.Lock | None = None
 
     # -- following the store --------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -314,6 +321,35 @@ class GroupFilterRegistry:
         for listener in list(self._listeners):
             listener()
 
+    async def catch_up(self, run_blocking: Callable[[Callable[[], None]], Awaitable[None]],
+                       timeout: float = CATCH_UP_TIMEOUT_S) -> None:
+        """Return once every change the store committed before this call is in the snapshot (on the event loop).
+
+        Watches deliver a change some time after it commits; a consumer can be quicker. Its coordinator
+        publishes it before answering its JoinGroup and SyncGroup, but its first Fetch may reach another broker
+        (or this one) before that broker's watch has fired: the Fetch handler awaits this once per connection.
+        Concurrent callers share one store sync and reload, as long as it had not begun when they called.
+        Raises what the sync or the reload raised (the store unreachable, or ``TimeoutError``)."""
+        if self._catch_up_lock is None:
+            self._catch_up_lock = asyncio.Lock()
+        task = self._next_catch_up
+        if task is None:
+            task = self._next_catch_up = asyncio.ensure_future(self._run_catch_up(run_blocking, timeout))
+            task.add_done_callback(_retrieve)  # its callers may all have been cancelled
+        await asyncio.shield(task)
+
+    async def _run_catch_up(self, run_blocking: Callable[[Callable[[], None]], Awaitable[None]],
+                            timeout: float) -> None:
+        assert self._catch_up_lock is not None
+        async with self._catch_up_lock:
+            if self._next_catch_up is asyncio.current_task():
+                self._next_catch_up = None  # from here on a caller may call after our sync: it needs the next one
+            await run_blocking(lambda: self._sync_and_reload(timeout))
+
+    def _sync_and_reload(self, timeout: float) -> None:
+        self.store.sync(timeout)  # our ZooKeeper server has every change committed before the call
+        self.reload()
+
     # -- publishing members (at the coordinator, on the event loop) -------------------------------------------------
     async def publish_members(self, coordinator: _Coordinator, group_id: str,
                               run_blocking: Callable[[Callable[[], None]], Awaitable[None]]) -> None:
@@ -358,6 +394,11 @@ class GroupFilterRegistry:
         if entries is None:
             return None
         return ClientFilters(snapshot.filters, entries)
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 class ClientFilters:

@@ -87,3 +87,5 @@ async def apply_group_configs(ctx: RequestContext, name: str, configs: Mapping[s
     bindings = member_bindings(group) if group is not None else {}
     store = ctx.broker.metadata_store
     await ctx.broker.run_blocking(lambda: write_group_filter(store, name, record_filter, bindings))
+    # Answered once this coordinator knows the filter itself: a JoinGroup it answers next publishes the member.
+    await ctx.broker.run_blocking(ctx.broker.group_filters.reload)

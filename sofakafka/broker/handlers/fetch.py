@@ -25,7 +25,9 @@ partitions out; this one lists them, without records.
 Server-side filtering: a consumer that is a member of a group with a filter (``group_filters``: known by
 its client id and host, since a Fetch names no group) gets the records of its subscribed topics rewritten to
 the ones the filter passes, offsets kept (``record_filter``); every other fetch looks its client up once in
-an index, finds nothing, and gets the stored bytes untouched.
+an index, finds nothing, and gets the stored bytes untouched. A consumer connection's first Fetch first waits
+until this broker has caught up with the filters and members published before it (one store sync and reload,
+shared by the connections that ask at once), since this broker's watches may be slower than the consumer.
 
 Authorization (with an authorizer, as Kafka 2.6): a follower fetch needs CLUSTER_ACTION on the cluster, else
 every partition is TOPIC_AUTHORIZATION_FAILED; a consumer needs READ on each topic, else that topic's
@@ -44,10 +46,12 @@ end-to-end consumption by librdkafka (roughly 220 MB/s), so the copy is under a 
 from __future__ import annotations
 
 import asyncio
+import logging
 import struct
 from collections.abc import Awaitable, Callable
 
 from sofakafka.broker.fetch_session import FetchContext
+from sofakafka.broker.group_filters import CATCH_UP_TIMEOUT_S
 from sofakafka.broker.handlers import RawResponse, RequestContext, handles
 from sofakafka.broker.handlers import _authz as authz
 from sofakafka.broker.record_filter import RecordMatcher
@@ -65,6 +69,9 @@ PartitionResponse = TopicResponse.FetchablePartitionResponse
 Aborted = PartitionResponse.AbortedTransaction
 
 _INT32 = struct.Struct(">i")
+# connection_state key: this consumer connection's first Fetch caught up with the group filters.
+_FILTERS_CAUGHT_UP = "fetch.group_filters_caught_up"
+log = logging.getLogger(__name__)
 
 
 def _down_conversion_magic(version: int) -> int | None:
@@ -105,6 +112,8 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> RawRespons
             return FetchResponse(error_code=fetch_ctx.error, session_id=0)
     else:
         fetch_ctx = FetchContext(requested)
+    if request.replica_id < 0 and _FILTERS_CAUGHT_UP not in ctx.connection_state:
+        await _catch_up_group_filters(ctx)
     # A follower's session: idle partitions are parked in it (see fetch_session) and cost nothing per fetch.
     follower_session = fetch_ctx.session.follower if fetch_ctx.session is not None else None
     preferred = _preferred_read_replicas(ctx, request, fetch_ctx.partitions) if version >= 11 else {}
@@ -245,6 +254,21 @@ async def _fetch_holding_back(
         else:
             out.append(next(free_results))
     return out
+
+
+async def _catch_up_group_filters(ctx: RequestContext) -> None:
+    """A consumer connection's first Fetch waits until this broker has every group filter and member that was
+    published before it (``GroupFilterRegistry.catch_up``): a member of a filtered group fetches only after its
+    coordinator has published it, but this broker's watch may not have fired yet. Bounded: with the metadata
+    store out of reach, the fetch goes on with what the broker knows (its watches bring the rest later)."""
+    ctx.connection_state[_FILTERS_CAUGHT_UP] = True
+    broker = ctx.broker
+    try:
+        await asyncio.wait_for(asyncio.shield(broker.group_filters.catch_up(broker.run_blocking)),
+                               CATCH_UP_TIMEOUT_S)
+    except Exception as exc:  # noqa: BLE001 - any failure to catch up leaves the watches to do it
+        log.warning("fetch from %s (client %s) goes on with this broker's view of the group filters: catching "
+                    "up with the metadata store failed: %s", ctx.client_host, ctx.client_id, str(exc) or type(exc).__name__)
 
 
 def _group_filters(ctx: RequestContext, request: FetchRequest,

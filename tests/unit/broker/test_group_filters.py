@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -151,3 +152,83 @@ def test_sweep_drops_the_members_of_a_deleted_group_it_coordinates(store: Embedd
     wait_until("the deleted group's members gone", lambda: registry.lookup("c", "h") is None)
     assert registry.filter_of("gone") == R1  # the filter stays until someone removes it
     assert registry.lookup("d", "h") is not None
+
+
+class SyncGate:
+    """Wraps a store's ``sync``: counted, held until the test lets it go, or made to fail."""
+
+    def __init__(self, store: EmbeddedMetadataStore) -> None:
+        self.syncs = 0
+        self.gate = threading.Event()
+        self.gate.set()
+        self.entered = threading.Semaphore(0)
+        self.failure: Exception | None = None
+        real = store.sync
+
+        def sync(timeout: float | None = None) -> None:
+            self.syncs += 1
+            self.entered.release()
+            assert self.gate.wait(30)
+            if self.failure is not None:
+                raise self.failure
+            real(timeout)
+
+        store.sync = sync  # type: ignore[method-assign]
+
+
+def test_catch_up_shares_a_sync_among_callers_until_it_begins_and_not_after(store: EmbeddedMetadataStore) -> None:
+    gated = SyncGate(store)
+    registry = GroupFilterRegistry(store)
+    registry.start()
+    try:
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+
+            async def run_blocking(fn: Callable[[], None]) -> None:
+                await loop.run_in_executor(None, fn)
+
+            gated.gate.clear()
+            base = gated.syncs
+            first = [asyncio.ensure_future(registry.catch_up(run_blocking)) for _ in range(3)]
+            await loop.run_in_executor(None, gated.entered.acquire)  # the shared sync has begun
+            # Committed after that sync began: a caller now needs a sync of its own, which waits for the first.
+            write_group_filter(store, "late", R1, {"m": MemberBinding("late-client", "h", frozenset({"t"}))})
+            later = [asyncio.ensure_future(registry.catch_up(run_blocking)) for _ in range(2)]
+            await asyncio.sleep(0.05)
+            assert gated.syncs == base + 1 and not any(f.done() for f in first + later)
+            gated.gate.set()
+            await asyncio.gather(*first, *later)
+            assert gated.syncs == base + 2
+            assert registry.lookup("late-client", "h") is not None
+
+        asyncio.run(main())
+    finally:
+        gated.gate.set()
+        registry.close()
+
+
+def test_catch_up_hands_a_failed_sync_to_every_caller_and_the_next_call_tries_again(store: EmbeddedMetadataStore
+                                                                                  ) -> None:
+    gated = SyncGate(store)
+    registry = GroupFilterRegistry(store)
+    registry.start()
+    try:
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+
+            async def run_blocking(fn: Callable[[], None]) -> None:
+                await loop.run_in_executor(None, fn)
+
+            gated.failure = TimeoutError("watch events were not delivered in time")
+            callers = [asyncio.ensure_future(registry.catch_up(run_blocking)) for _ in range(2)]
+            results = await asyncio.gather(*callers, return_exceptions=True)
+            assert [type(r) for r in results] == [TimeoutError, TimeoutError]
+            gated.failure = None
+            write_group_filter(store, "g", R1, {"m": MemberBinding("c", "h", frozenset({"t"}))})
+            await registry.catch_up(run_blocking)
+            assert registry.lookup("c", "h") is not None
+
+        asyncio.run(main())
+    finally:
+        gated.gate.set()
+        registry.close()
