@@ -366,3 +366,35 @@ def test_a_state_read_older_than_the_one_held_is_dropped(cache: MetadataCache, s
     held = until(cache, lambda s: (p := s.partition("t", 0)) is not None and p.zk_version == 2)
     cache._apply_state("t", 0, stale)
     assert cache.snapshot().partition("t", 0) == held.partition("t", 0)
+
+
+def test_a_reload_keeps_no_state_it_read_for_a_topic_deleted_before_its_load(
+    cache: MetadataCache, store: EmbeddedMetadataStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The reload reads the states first, then loads the tree under the lock. A topic deleted in between is not
+    # loaded, and the states read for it must go: a topic recreated under the same name later must be read anew,
+    # not given the deleted one's states.
+    state = "/brokers/topics/back/partitions/0/state"
+    store.create("/brokers/topics/back", TopicAssignment({0: [1]}).encode())
+    store.create(state, PartitionState(1, 1, 1, (1,)).encode(), makepath=True)
+    until(cache, lambda s: (p := s.partition("back", 0)) is not None and p.leader_epoch == 1)
+    real_get_many = store.get_many
+    deleted: list[bool] = []
+
+    def get_many_then_delete(paths: list[str], watch: object = None) -> object:
+        reads = real_get_many(paths, watch)  # type: ignore[arg-type]
+        if state in paths and not deleted:
+            store.delete("/brokers/topics/back", recursive=True)
+            deleted.append(True)
+        return reads
+
+    monkeypatch.setattr(store, "get_many", get_many_then_delete)
+    cache.reload()
+    assert deleted == [True]
+    until(cache, lambda s: "back" not in s.topics)
+    store.create("/brokers/topics/back", TopicAssignment({0: [1]}).encode())
+    store.create(state, PartitionState(1, 7, 1, (1,)).encode(), makepath=True)
+    until(cache, lambda s: s.partition("back", 0) is not None)
+    store.sync(SETTLE_TIMEOUT)  # both creations reached the cache
+    recreated = cache.snapshot().partition("back", 0)
+    assert recreated is not None and recreated.leader_epoch == 7
