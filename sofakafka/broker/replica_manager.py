@@ -351,9 +351,12 @@ class DelayedProduce(DelayedOperation):
         return False
 
     def on_expiration(self) -> None:
+        self.refuse(ErrorCode.REQUEST_TIMED_OUT, "acks=-1 timed out waiting for replication")
+
+    def refuse(self, error: ErrorCode, message: str) -> None:
+        """Every partition not replicated yet gets ``error``: its records are not acknowledged."""
         for tp in self.required:
-            self.results[tp] = ProducePartitionResult(ErrorCode.REQUEST_TIMED_OUT,
-                                                      error_message="acks=-1 timed out waiting for replication")
+            self.results[tp] = ProducePartitionResult(error, error_message=message)
 
 
 class DelayedFetch(DelayedOperation):
@@ -699,9 +702,18 @@ class ReplicaManager:
         or None when there is nothing to wait for (already replicated, other acks, nothing appended)."""
         appended = [tp for tp, r in results.items() if r.error_code == ErrorCode.NONE]
         self.partitions_changed(appended)
-        if acks == -1 and appended and not self._shutting_down:
+        if acks == -1 and appended:
             required = {tp: results[tp].last_offset + 1 for tp in appended}
             op = DelayedProduce(timeout_ms, required, results, self)
+            if self._shutting_down:
+                # Nothing is replicated any more (the fetchers and the fetch purgatory are done), and nothing may
+                # wait: what the ISR already has is acknowledged, the rest refused. Answering it NONE would
+                # acknowledge records no other replica has, and they are lost when a follower takes over (a
+                # produce held behind an unanswered acks=all one of its connection is appended only now).
+                if not op.try_complete():
+                    op.refuse(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                              "the broker is shutting down before the records were replicated")
+                return None
             if not self.produce_purgatory.try_complete_else_watch(op, appended):
                 return op.completion
         return None
@@ -1097,7 +1109,8 @@ class ReplicaManager:
 
     # -- shutdown -------------------------------------------------------------------------------------------------------
     def begin_shutdown(self) -> None:
-        """Answer every delayed operation now and delay no new one, so in-flight requests finish quickly."""
+        """Answer every delayed operation now and delay no new one, so in-flight requests finish quickly: an acks=-1
+        produce appended from now on is acknowledged only if the ISR already has it, and refused otherwise."""
         self._shutting_down = True
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()

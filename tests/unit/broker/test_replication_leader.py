@@ -465,3 +465,38 @@ def test_a_consumer_told_out_of_range_is_logged_with_where_the_log_stood(
                 "high watermark 3, last stable offset 3, log end 3") in caplog.messages
 
     run(scenario, tmp_path, store)
+
+
+def test_a_shutting_down_leader_never_acknowledges_acks_all_records_the_isr_lacks(
+        tmp_path: Path, store: MetadataStore) -> None:
+    # Chaos (tests.cluster.chaos, seed 8004): a produce held behind an unanswered acks=all produce of its
+    # connection was appended only once the broker was shutting down, and answered NONE at once, though no
+    # follower had it; the follower that took over lacked those acknowledged records.
+    async def scenario(h: Harness) -> None:
+        await h.lead()
+        waiting = asyncio.create_task(h.produce(3, acks=-1))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        h.rm.begin_shutdown()
+        assert (await asyncio.wait_for(waiting, 10))[0] == ErrorCode.REQUEST_TIMED_OUT
+        # Appended while shutting down, and no follower has it: refused, not acknowledged.
+        assert (await h.produce(1, acks=-1))[0] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert await h.produce(1, acks=1) == (ErrorCode.NONE, 4)  # acks=1 asks for the leader's append only
+        # Both followers have everything before it, but not the new record: still refused.
+        assert await h.follower_fetch(1, 5) == 0
+        assert await h.follower_fetch(2, 5) == 5
+        assert (await h.produce(1, acks=-1))[0] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        part = h.rm.get_partition(TP)
+        assert part is not None and part.log.log_end_offset == 6 and part.log.high_watermark == 5
+
+    run(scenario, tmp_path, store)
+
+
+def test_a_shutting_down_leader_acknowledges_acks_all_records_its_isr_already_has(
+        tmp_path: Path, store: MetadataStore) -> None:
+    async def scenario(h: Harness) -> None:
+        await h.lead(isr=(0,))  # the leader alone is the ISR, and min.insync.replicas is 1
+        h.rm.begin_shutdown()
+        assert await h.produce(4, acks=-1) == (ErrorCode.NONE, 0)
+
+    run(scenario, tmp_path, store, min_isr=1)
