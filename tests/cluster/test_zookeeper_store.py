@@ -521,7 +521,10 @@ def test_a_session_lost_under_pipelined_writes_and_reads_never_wedges_its_caller
         assert all(isinstance(a, StoreError) for a in answers), Counter(type(a).__name__ for a in answers)
         again = ZooKeeperMetadataStore.connect(server.hosts, session_timeout=4, connection_timeout=30)
         try:
-            assert again.get("/w0")[0] == b""
+            # The first window reached the frozen server's socket before the connection dropped: its writes'
+            # outcome is unknown (ConnectionLossError says so), and a thawed ZooKeeper may apply them before it
+            # expires the session. Either value is right; what matters is that a new session reads it.
+            assert again.get("/w0")[0] in (b"", b"x")
         finally:
             again.close()
     finally:
