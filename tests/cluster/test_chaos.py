@@ -119,7 +119,7 @@ REGRESSIONS: dict[str, list[chaos.Step]] = {
     # ISR still held it waited at broker 3, and the producer's later produces on that connection were held behind
     # it; broker 3 (the controller) was then stopped, and appended the held produces while shutting down,
     # answering them NONE with no follower having them. The follower that took over lacked acknowledged records.
-    # Whether a run gets there depends on timing (one replay in six did here);
+    # Whether a run gets there depends on timing (one replay in seven did here);
     # test_replication_leader.py's test_a_shutting_down_leader_never_acknowledges_acks_all_records_the_isr_lacks
     # fails every time without the fix.
     "a leader stopped while produces wait behind an acks=all produce for a killed broker": [
