@@ -49,15 +49,19 @@ def client(broker: BrokerThread) -> Iterator[Client]:
 _topics = iter(range(1_000_000))
 
 
-@pytest.fixture
-def topic(client: Client) -> str:
-    name = f"data-{next(_topics)}"
+def led_topic(client: Client, name: str) -> str:
+    """``name``, once a Metadata request (which creates it) shows its first partition led."""
     for _ in range(600):
         (t,) = client.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name)]), 9).topics
         if t.error_code == ErrorCode.NONE and t.partitions[0].leader_id >= 0:
             return name
         time.sleep(0.05)
     raise AssertionError("no leader")
+
+
+@pytest.fixture
+def topic(client: Client) -> str:
+    return led_topic(client, f"data-{next(_topics)}")
 
 
 def batch(n: int, *, first_ts: int = 1_600_000_000_000, value: bytes = b"v", codec: int = 0) -> bytes:

@@ -176,59 +176,48 @@ class SyncGate:
         store.sync = sync  # type: ignore[method-assign]
 
 
-def test_catch_up_shares_a_sync_among_callers_until_it_begins_and_not_after(store: EmbeddedMetadataStore) -> None:
-    gated = SyncGate(store)
-    registry = GroupFilterRegistry(store)
-    registry.start()
-    try:
-        async def main() -> None:
-            loop = asyncio.get_running_loop()
+async def in_executor(fn: Callable[[], None]) -> None:
+    """``run_blocking`` as the broker's: on a thread, so a gated sync does not hold up the event loop."""
+    await asyncio.get_running_loop().run_in_executor(None, fn)
 
-            async def run_blocking(fn: Callable[[], None]) -> None:
-                await loop.run_in_executor(None, fn)
 
-            gated.gate.clear()
-            base = gated.syncs
-            first = [asyncio.ensure_future(registry.catch_up(run_blocking)) for _ in range(3)]
-            await loop.run_in_executor(None, gated.entered.acquire)  # the shared sync has begun
-            # Committed after that sync began: a caller now needs a sync of its own, which waits for the first.
-            write_group_filter(store, "late", R1, {"m": MemberBinding("late-client", "h", frozenset({"t"}))})
-            later = [asyncio.ensure_future(registry.catch_up(run_blocking)) for _ in range(2)]
-            await asyncio.sleep(0.05)
-            assert gated.syncs == base + 1 and not any(f.done() for f in first + later)
-            gated.gate.set()
-            await asyncio.gather(*first, *later)
-            assert gated.syncs == base + 2
-            assert registry.lookup("late-client", "h") is not None
+@pytest.fixture
+def gated(store: EmbeddedMetadataStore, registry: GroupFilterRegistry) -> Iterator[SyncGate]:
+    gate = SyncGate(store)
+    yield gate
+    gate.gate.set()  # before the registry's close: nothing may stay held
 
-        asyncio.run(main())
-    finally:
+
+def test_catch_up_shares_a_sync_among_callers_until_it_begins_and_not_after(
+        store: EmbeddedMetadataStore, registry: GroupFilterRegistry, gated: SyncGate) -> None:
+    async def main() -> None:
+        gated.gate.clear()
+        base = gated.syncs
+        first = [asyncio.ensure_future(registry.catch_up(in_executor)) for _ in range(3)]
+        await in_executor(gated.entered.acquire)  # the shared sync has begun
+        # Committed after that sync began: a caller now needs a sync of its own, which waits for the first.
+        write_group_filter(store, "late", R1, {"m": MemberBinding("late-client", "h", frozenset({"t"}))})
+        later = [asyncio.ensure_future(registry.catch_up(in_executor)) for _ in range(2)]
+        await asyncio.sleep(0.05)
+        assert gated.syncs == base + 1 and not any(f.done() for f in first + later)
         gated.gate.set()
-        registry.close()
+        await asyncio.gather(*first, *later)
+        assert gated.syncs == base + 2
+        assert registry.lookup("late-client", "h") is not None
+
+    asyncio.run(main())
 
 
-def test_catch_up_hands_a_failed_sync_to_every_caller_and_the_next_call_tries_again(store: EmbeddedMetadataStore
-                                                                                  ) -> None:
-    gated = SyncGate(store)
-    registry = GroupFilterRegistry(store)
-    registry.start()
-    try:
-        async def main() -> None:
-            loop = asyncio.get_running_loop()
+def test_catch_up_hands_a_failed_sync_to_every_caller_and_the_next_call_tries_again(
+        store: EmbeddedMetadataStore, registry: GroupFilterRegistry, gated: SyncGate) -> None:
+    async def main() -> None:
+        gated.failure = TimeoutError("watch events were not delivered in time")
+        callers = [asyncio.ensure_future(registry.catch_up(in_executor)) for _ in range(2)]
+        results = await asyncio.gather(*callers, return_exceptions=True)
+        assert [type(r) for r in results] == [TimeoutError, TimeoutError]
+        gated.failure = None
+        write_group_filter(store, "g", R1, {"m": MemberBinding("c", "h", frozenset({"t"}))})
+        await registry.catch_up(in_executor)
+        assert registry.lookup("c", "h") is not None
 
-            async def run_blocking(fn: Callable[[], None]) -> None:
-                await loop.run_in_executor(None, fn)
-
-            gated.failure = TimeoutError("watch events were not delivered in time")
-            callers = [asyncio.ensure_future(registry.catch_up(run_blocking)) for _ in range(2)]
-            results = await asyncio.gather(*callers, return_exceptions=True)
-            assert [type(r) for r in results] == [TimeoutError, TimeoutError]
-            gated.failure = None
-            write_group_filter(store, "g", R1, {"m": MemberBinding("c", "h", frozenset({"t"}))})
-            await registry.catch_up(run_blocking)
-            assert registry.lookup("c", "h") is not None
-
-        asyncio.run(main())
-    finally:
-        gated.gate.set()
-        registry.close()
+    asyncio.run(main())

@@ -8,7 +8,6 @@ only the Fetch handler's catch-up can bring the filter in.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -19,10 +18,9 @@ from sofakafka.ldc import RecordFilter
 from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.messages.alter_configs import AlterConfigsRequest
 from sofakafka.protocol.messages.fetch import FetchRequest
-from sofakafka.protocol.messages.metadata import MetadataRequest
 from sofakafka.protocol.records import RecordBatchBuilder
 from tests.unit.broker.broker_harness import BrokerThread, Client, running_broker
-from tests.unit.broker.test_data_path import produce, records_of
+from tests.unit.broker.test_data_path import led_topic, produce, records_of
 from tests.unit.broker.test_group_handlers import GROUPS, commit, coordinator_ready
 
 CLIENT_ID = "unit-test"  # what the harness's Client sends
@@ -41,15 +39,6 @@ def deafen(registry: GroupFilterRegistry) -> None:
     assert registry._thread is not None
     registry._thread.join(10)
     assert not registry._thread.is_alive()
-
-
-def led_topic(client: Client, name: str) -> str:
-    for _ in range(600):
-        (t,) = client.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name)]), 9).topics
-        if t.error_code == ErrorCode.NONE and t.partitions[0].leader_id >= 0:
-            return name
-        time.sleep(0.05)
-    raise AssertionError("no leader")
 
 
 def fetch_keys(client: Client, topic: str) -> list[bytes | None]:
