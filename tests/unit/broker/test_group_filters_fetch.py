@@ -97,3 +97,18 @@ def test_the_coordinator_knows_a_filter_when_it_answers_the_alter_configs_that_s
                      for k, v in RecordFilter.build(key_prefixes=["keep"]).to_configs().items()])]), 1)
         assert [r.error_code for r in resp.responses] == [ErrorCode.NONE]
         assert registry.filter_of(group) == RecordFilter.build(key_prefixes=["keep"])
+
+
+@pytest.mark.parametrize("replica_id", [0, 1])
+def test_a_follower_fetch_never_waits_for_the_group_filters(broker: BrokerThread, replica_id: int) -> None:
+    """Only consumers (replica_id -1) are filtered: a follower's fetch, broker 0's included, reloads nothing."""
+    assert broker.broker is not None
+    registry = broker.broker.group_filters
+    with Client(broker.port) as follower:
+        topic = led_topic(follower, f"followed-{replica_id}")
+        reloads = registry.reloads
+        t = FetchRequest.FetchableTopic
+        follower.call(FetchRequest(replica_id=replica_id, max_wait=0, min_bytes=0, max_bytes=1 << 20, topics=[
+            t(name=topic, fetch_partitions=[t.FetchPartition(partition_index=0, fetch_offset=0, max_bytes=1024)])]),
+            11)
+        assert registry.reloads == reloads
