@@ -478,11 +478,15 @@ class ProducerStateManager:
                           self.last_stable_offset(completed))
 
     def _complete_txn(self, completed: CompletedTxn) -> None:
-        txn = self._ongoing_txns.pop(completed.first_offset, None)
+        txn = self._ongoing_txns.get(completed.first_offset)
         if txn is None:
             raise ValueError(f"completed transaction {completed} was never started")
         txn.last_offset = completed.last_offset
+        # Unreplicated before it stops being ongoing: a fetch on another thread computes the last stable offset
+        # from both without the log's lock, and must never see the transaction in neither (the LSO would jump to
+        # the high watermark over data whose ABORT is not yet in the transaction index).
         self._unreplicated_txns[completed.first_offset] = txn
+        del self._ongoing_txns[completed.first_offset]
 
     # -- snapshots -------------------------------------------------------------------------------------------
 

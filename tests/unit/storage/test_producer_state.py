@@ -176,6 +176,47 @@ def test_first_unstable_offset_follows_open_and_unreplicated_transactions(tmp_pa
     assert psm.first_unstable_offset() is None
 
 
+class _Watched(dict):  # type: ignore[type-arg]
+    """A producer state's transaction table that runs ``on_change`` after every insert and delete, as a fetch on
+    another thread may run between any two steps of an append."""
+
+    def __init__(self, items: dict, on_change: object) -> None:  # type: ignore[type-arg]
+        super().__init__(items)
+        self.on_change = on_change
+
+    def __setitem__(self, key: object, value: object) -> None:
+        super().__setitem__(key, value)
+        self.on_change()  # type: ignore[operator]
+
+    def __delitem__(self, key: object) -> None:
+        super().__delitem__(key)
+        self.on_change()  # type: ignore[operator]
+
+    def pop(self, key: object, *default: object) -> object:
+        value = super().pop(key, *default)
+        self.on_change()  # type: ignore[operator]
+        return value
+
+
+def test_a_completing_marker_never_leaves_its_transaction_out_of_the_first_unstable_offset(tmp_path: Path) -> None:
+    """A read_committed fetch computes the LSO from the open and the unreplicated transactions without the log's
+    lock: a transaction moving from one to the other must be in one of them at every step, or the LSO jumps to
+    the high watermark over aborted data whose index entry is not written yet."""
+    psm = ProducerStateManager(tmp_path)
+    psm.update(data_batch(0, 2, pid=1, transactional=True))
+    seen: list[int | None] = []
+
+    def look() -> None:
+        seen.append(psm.first_unstable_offset())
+
+    psm._ongoing_txns = _Watched(psm._ongoing_txns, look)
+    psm._unreplicated_txns = _Watched(psm._unreplicated_txns, look)
+    apply_marker(psm, marker(2, pid=1), commit=False)
+    assert seen and all(offset == 0 for offset in seen), seen
+    psm.on_high_watermark_updated(3)
+    assert psm.first_unstable_offset() is None
+
+
 def test_a_marker_without_data_completes_an_empty_transaction_and_bumps_the_epoch(tmp_path: Path) -> None:
     psm = ProducerStateManager(tmp_path)
     psm.update(data_batch(0, 1, epoch=0, seq=0))
