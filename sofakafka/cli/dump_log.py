@@ -1,8 +1,9 @@
 """``sofakafka dump-log``: kafka-dump-log.sh, reading segment files directly.
 
-``--files`` names ``.log``, ``.index`` and ``.timeindex`` files (comma-separated or repeated). A ``.log`` prints its
-batches with their headers as Kafka's tool does, ``--deep-iteration`` each record too, ``--print-data-log`` keys
-and values as well; an index prints its entries; ``--verify-index-only`` / ``--index-sanity-check`` check that every
+``--files`` names ``.log``, ``.index``, ``.timeindex`` and ``.txnindex`` files (comma-separated or repeated). A
+``.log`` prints its batches with their headers as Kafka's tool does, ``--deep-iteration`` each record too,
+``--print-data-log`` keys and values as well; an index prints its entries (a ``.txnindex`` its aborted
+transactions); ``--verify-index-only`` / ``--index-sanity-check`` check that every
 ``.index`` entry points at the boundary of the batch holding its offset. Files are only read (no index is opened
 for writing, nothing is mapped), so it is safe on a running broker's directory. ``--json`` prints one document
 instead of Kafka's text. A corrupt batch ends that file's dump with a line saying where, and a torn tail is named.
@@ -18,18 +19,29 @@ from typing import Any
 
 from sofakafka.cli import common
 from sofakafka.cli.common import UsageError
-from sofakafka.protocol.errors import CorruptRecordError
-from sofakafka.protocol.records import CompressionType, decode_records, iter_batches, validate_batch
+from sofakafka.protocol.errors import CorruptRecordError, DecodeError
+from sofakafka.protocol.records import (
+    CompressionType,
+    ControlRecordType,
+    EndTransactionMarker,
+    Record,
+    decode_control_key,
+    decode_records,
+    iter_batches,
+    validate_batch,
+)
+from sofakafka.storage.transaction_index import ENTRY_SIZE, AbortedTxn
 
 VERB = "dump-log"
 SUMMARY = "print the batches, records and index entries of segment files (kafka-dump-log.sh)"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = common.verb_parser(VERB, "Print segment files (.log), offset indexes (.index) and time indexes (.timeindex) "
-                                 "as kafka-dump-log.sh does. Read-only: safe beside a running broker.")
+    p = common.verb_parser(VERB, "Print segment files (.log), offset indexes (.index), time indexes (.timeindex) "
+                                 "and aborted-transaction indexes (.txnindex) as kafka-dump-log.sh does. "
+                                 "Read-only: safe beside a running broker.")
     p.add_argument("--files", action="append", required=True, metavar="FILES",
-                   help="comma-separated .log/.index/.timeindex files (repeatable)")
+                   help="comma-separated .log/.index/.timeindex/.txnindex files (repeatable)")
     p.add_argument("--deep-iteration", action="store_true", help="every record, not only batch headers")
     p.add_argument("--print-data-log", action="store_true", help="keys and values too (implies --deep-iteration)")
     p.add_argument("--verify-index-only", action="store_true", help="check index entries against the log only")
@@ -45,6 +57,24 @@ def _payload(data: bytes | None) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         return data.hex()
+
+
+def _control(record: Record) -> dict[str, Any]:
+    """A control record as kafka-dump-log.sh names it: a transaction marker with its coordinator epoch, any other
+    control type by its number."""
+    try:
+        marker = EndTransactionMarker.decode(record)
+        return {"endTxnMarker": marker.control_type.name, "coordinatorEpoch": marker.coordinator_epoch}
+    except DecodeError:
+        try:
+            type_id = decode_control_key(record.key)
+        except DecodeError:
+            return {"controlType": "UNKNOWN(-1)"}
+        try:
+            name = ControlRecordType(type_id).name
+        except ValueError:
+            name = "UNKNOWN"
+        return {"controlType": f"{name}({type_id})"}
 
 
 def dump_log_file(path: Path, deep: bool, print_data: bool, as_json: bool) -> dict[str, Any]:
@@ -65,23 +95,28 @@ def dump_log_file(path: Path, deep: bool, print_data: bool, as_json: bool) -> di
                 valid = True
             except CorruptRecordError:
                 valid = False
+            time_key = "LogAppendTime" if h.timestamp_type == 1 else "CreateTime"
             batch: dict[str, Any] = {
                 "baseOffset": h.base_offset, "lastOffset": h.last_offset, "count": h.record_count,
                 "baseSequence": h.base_sequence, "lastSequence": h.last_sequence, "producerId": h.producer_id,
                 "producerEpoch": h.producer_epoch, "partitionLeaderEpoch": h.partition_leader_epoch,
                 "isTransactional": h.is_transactional, "isControl": h.is_control, "position": h.position,
-                ("LogAppendTime" if h.timestamp_type == 1 else "CreateTime"): h.max_timestamp, "size": h.size,
+                time_key: h.max_timestamp, "size": h.size,
                 "magic": h.magic, "compresscodec": CompressionType(h.compression).name, "crc": h.crc,
                 "isvalid": valid,
             }
             records: list[dict[str, Any]] = []
             if deep or print_data:
-                for r in decode_records(data, h):
-                    rec: dict[str, Any] = {"offset": r.offset, "CreateTime": r.timestamp,
+                for i, r in enumerate(decode_records(data, h)):
+                    rec: dict[str, Any] = {"offset": r.offset, time_key: r.timestamp,
                                            "keysize": -1 if r.key is None else len(r.key),
-                                           "valuesize": -1 if r.value is None else len(r.value),
-                                           "headerKeys": [k for k, _ in r.headers]}
-                    if print_data:
+                                           "valuesize": -1 if r.value is None else len(r.value)}
+                    if h.magic >= 2:
+                        rec["sequence"] = -1 if h.base_sequence < 0 else h.base_sequence + i
+                    rec["headerKeys"] = [k for k, _ in r.headers]
+                    if h.is_control:
+                        rec.update(_control(r))
+                    elif print_data:
                         rec["key"] = _payload(r.key)
                         rec["payload"] = _payload(r.value)
                     records.append(rec)
@@ -123,6 +158,12 @@ def index_entries(path: Path) -> list[tuple[int, int]]:
     return out
 
 
+def aborted_transactions(path: Path) -> list[AbortedTxn]:
+    """The entries of a ``.txnindex``, in marker order; a torn trailing entry is not one."""
+    data = path.read_bytes()
+    return [AbortedTxn.decode(data, i) for i in range(0, len(data) - len(data) % ENTRY_SIZE, ENTRY_SIZE)]
+
+
 def verify_offset_index(path: Path) -> list[str]:
     """What is wrong with an offset index: each entry must point at the start of the batch holding its offset."""
     log = path.with_suffix(".log")
@@ -147,8 +188,8 @@ def run_dump_log(args: argparse.Namespace) -> int:
     for f in files:  # every name checked before anything is printed
         if not f.is_file():
             raise UsageError(f"{f}: no such file")
-        if f.suffix not in (".log", ".index", ".timeindex"):
-            raise UsageError(f"{f}: dump-log reads .log, .index and .timeindex files")
+        if f.suffix not in (".log", ".index", ".timeindex", ".txnindex"):
+            raise UsageError(f"{f}: dump-log reads .log, .index, .timeindex and .txnindex files")
     out: list[dict[str, Any]] = []
     for f in files:
         try:
@@ -166,6 +207,16 @@ def _dump_one(f: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
         if args.verify_index_only:
             return []
         return [dump_log_file(f, args.deep_iteration, args.print_data_log, args.json)]
+    if f.suffix == ".txnindex":
+        txns = aborted_transactions(f)
+        if not args.json:
+            print(f"Dumping {f}")
+            for t in txns:
+                print(f"version: {t.version} producerId: {t.producer_id} firstOffset: {t.first_offset} "
+                      f"lastOffset: {t.last_offset} lastStableOffset: {t.last_stable_offset}")
+        return [{"file": str(f), "abortedTransactions": [
+            {"version": t.version, "producerId": t.producer_id, "firstOffset": t.first_offset,
+             "lastOffset": t.last_offset, "lastStableOffset": t.last_stable_offset} for t in txns]}]
     if args.verify_index_only or args.index_sanity_check:
         problems = verify_offset_index(f) if f.suffix == ".index" else []
         if not args.json:

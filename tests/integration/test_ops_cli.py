@@ -59,6 +59,44 @@ def test_dump_log_prints_batches_records_and_index(module_broker: BrokerProcess,
     assert missing.returncode == 2 and "no such file" in missing.stderr and "Traceback" not in missing.stderr
 
 
+def test_dump_log_prints_the_aborted_transactions_of_a_txnindex(module_broker: BrokerProcess) -> None:
+    """An aborted transaction between two committed ones: the .txnindex holds it alone, with its marker's offset,
+    and dump-log prints it as kafka-dump-log.sh does (text and --json)."""
+    topic = "ops-cli-txn"
+    producer = KafkaProducer(bootstrap_servers=module_broker.bootstrap, transactional_id="ops-cli-txn")
+    producer.init_transactions()
+    for value, commit in ((b"kept", True), (b"gone", False), (b"kept-too", True)):
+        producer.begin_transaction()
+        producer.send(topic, value=value, partition=0).get(30)
+        if commit:
+            producer.commit_transaction()
+        else:
+            producer.abort_transaction()
+    producer.close()
+    part = module_broker.data_dir / f"{topic}-0"
+    deadline = time.monotonic() + 30
+    while not list(part.glob("*.txnindex")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    index = next(part.glob("*.txnindex"))
+    log = json.loads(sofakafka("dump-log", "--files", str(index.with_suffix(".log")), "--json").stdout)
+    pid = log[0]["batches"][0]["producerId"]
+    # kept at 0, its COMMIT at 1, gone at 2, its ABORT at 3: the ABORT's LSO is the offset after it.
+    dumped = sofakafka("dump-log", "--files", str(index))
+    assert dumped.returncode == 0, dumped.stderr
+    assert dumped.stdout == (f"Dumping {index}\nversion: 0 producerId: {pid} firstOffset: 2 lastOffset: 3 "
+                             "lastStableOffset: 4\n")
+    deep = sofakafka("dump-log", "--files", str(index.with_suffix(".log")), "--print-data-log").stdout
+    markers = [line.split("headerKeys: [] ")[1] for line in deep.splitlines() if "endTxnMarker" in line]
+    assert markers == ["endTxnMarker: COMMIT coordinatorEpoch: 0", "endTxnMarker: ABORT coordinatorEpoch: 0",
+                       "endTxnMarker: COMMIT coordinatorEpoch: 0"]
+    assert "payload: gone" in deep and "payload: kept-too" in deep
+    as_json = json.loads(sofakafka("dump-log", "--files", str(index), "--json").stdout)
+    assert as_json == [{"file": str(index), "abortedTransactions": [
+        {"version": 0, "producerId": pid, "firstOffset": 2, "lastOffset": 3, "lastStableOffset": 4}]}]
+    wrong = sofakafka("dump-log", "--files", str(part / "leader-epoch-checkpoint"))
+    assert wrong.returncode == 2 and ".txnindex" in wrong.stderr and "Traceback" not in wrong.stderr
+
+
 def test_log_dirs_table_and_json(module_broker: BrokerProcess, produced: tuple[str, int]) -> None:
     topic, _ = produced
     table = sofakafka("log-dirs", "--bootstrap-server", module_broker.bootstrap, "--describe", "--topic-list", topic)

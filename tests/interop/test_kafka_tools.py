@@ -22,6 +22,7 @@ from tests.integration.conftest import REPO, BrokerProcess
 from tests.interop.tools import (
     Tool,
     consume,
+    dump,
     dump_agrees_with_our_reading,
     index_dump_agrees_with_our_reading,
     produce_lines,
@@ -426,6 +427,17 @@ def written_by_sofakafka(tmp_path_factory: pytest.TempPathFactory, scenario_jvms
                 ("producer.headers", {"topic": "dump-headers"}),
                 ("producer.idempotent", {"topic": "dump-idempotent", "records": 3000})]
         futures = [(name, jvm.submit(name, broker.bootstrap, **params)) for name, params in runs]
+        # A committed, an aborted and a committed transaction: COMMIT/ABORT markers and a .txnindex entry.
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "dump-txn"})
+        producer.init_transactions(60)
+        for value, commit in ((b"kept", True), (b"gone", False), (b"kept-too", True)):
+            producer.begin_transaction()
+            producer.produce("dump-txn", value=value, partition=0)
+            producer.flush(30)
+            if commit:
+                producer.commit_transaction(60)
+            else:
+                producer.abort_transaction(60)
         for name, future in futures:
             jvm.result(future, name, broker.bootstrap)
         assert broker.stop() == 0, broker.log_tail()
@@ -444,6 +456,25 @@ def test_dump_log_segments_agrees_on_every_batch_and_record(kafka_tool: Tool, wr
     segments = sorted((written_by_sofakafka / partition_dir).glob("*.log"))
     assert segments, f"no segments in {partition_dir}"
     assert dump_agrees_with_our_reading(kafka_tool, segments) > 0
+
+
+def test_dump_log_prints_markers_and_the_txnindex_as_dump_log_segments_does(kafka_tool: Tool,
+                                                                             written_by_sofakafka: Path) -> None:
+    index = next((written_by_sofakafka / "dump-txn-0").glob("*.txnindex"))
+    ours = subprocess.run([sys.executable, "-m", "sofakafka", "dump-log", "--files", str(index)],
+                          capture_output=True, text=True, timeout=60, check=True).stdout
+    theirs = dump(kafka_tool, index)
+    assert "producerId" in ours and ours.splitlines() == theirs.splitlines()
+
+    def markers(out: str) -> list[str]:
+        return [line for line in out.split("\n") if "endTxnMarker" in line]
+
+    log = index.with_suffix(".log")
+    ours_log = subprocess.run([sys.executable, "-m", "sofakafka", "dump-log", "--deep-iteration", "--files",
+                               str(log)], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert [m.split("endTxnMarker: ")[1] for m in markers(ours_log)] == [
+        "COMMIT coordinatorEpoch: 0", "ABORT coordinatorEpoch: 0", "COMMIT coordinatorEpoch: 0"]
+    assert markers(ours_log) == markers(dump(kafka_tool, log, extra=("--deep-iteration",)))
 
 
 @pytest.mark.parametrize("partition_dir", ["dump-big-0", "dump-big-1"])
