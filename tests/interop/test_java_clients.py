@@ -14,12 +14,27 @@ and the eager assignors with kafka-clients 2.6 only, the heaviest scenarios with
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from tests.reference.java import CLIENT_VERSIONS
+from tests.reference.fixtures import ComparedBrokers
+from tests.reference.java import CLIENT_VERSIONS, ScenarioError
 from tests.reference.scenarios import Outcome, clients, scenario, variants
 
 pytestmark = pytest.mark.timeout(600)
+
+
+def dump_partition(part: Path) -> str:
+    """``sofakafka dump-log`` of a partition directory's segments and aborted-transaction indexes."""
+    files = sorted(str(f) for f in part.iterdir() if f.suffix in (".log", ".txnindex"))
+    if not files:
+        return f"{part}: no segment files"
+    done = subprocess.run([sys.executable, "-m", "sofakafka", "dump-log", "--print-data-log", "--files",
+                           ",".join(files)], capture_output=True, text=True, timeout=60)
+    return done.stdout + done.stderr
 
 CODECS = ("gzip", "snappy", "lz4", "zstd")
 ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky")
@@ -117,8 +132,21 @@ def test_producer_ten_megabyte_record(outcome: Outcome, client: str) -> None:
 
 @clients()
 @scenario("producer.transactions", topic="txn", transactionalId="txn")
-def test_producer_transactions(outcome: Outcome, client: str) -> None:
-    assert outcome.same() == {"readCommitted": ["committed"]}
+def test_producer_transactions(outcome: Outcome, client: str, interop_brokers: ComparedBrokers) -> None:
+    try:
+        sofakafka = outcome.on("sofakafka")
+    except ScenarioError as failed:
+        # What the partition holds says which side went wrong (a marker missing, the aborted batch after its
+        # marker, an aborted transaction missing from the index): attach its dump to the failure.
+        params = outcome.runs["sofakafka"].params
+        broker = interop_brokers.sofakafka
+        said = [line for line in broker.log_path.read_text(errors="replace").splitlines()
+                if params["topic"] in line or params["transactionalId"] in line]
+        raise ScenarioError("\n".join([str(failed), dump_partition(broker.data_dir / f"{params['topic']}-0"),
+                                       f"{broker.log_path} on {params['topic']} and {params['transactionalId']}:",
+                                       *said])) from None
+    assert sofakafka == {"readCommitted": ["committed"]}
+    assert outcome.same() == sofakafka
 
 
 @clients()

@@ -272,8 +272,12 @@ final class ProducerScenarios {
         }
         List<ConsumerRecord<byte[], byte[]>> got = readAll(ctx, partitions(topic, 1), 1, Map.of("isolation.level", "read_committed"));
         List<String> values = new ArrayList<>();
-        for (ConsumerRecord<byte[], byte[]> rec : got) values.add(str(rec.value()));
-        eq(List.of("committed"), values, "read_committed sees only the committed record");
+        List<String> at = new ArrayList<>();
+        for (ConsumerRecord<byte[], byte[]> rec : got) {
+            values.add(str(rec.value()));
+            at.add(str(rec.value()) + "@" + rec.offset());
+        }
+        eq(List.of("committed"), values, "read_committed sees only the committed record (read " + at + ")");
         return Map.of("readCommitted", values);
     }
 
