@@ -360,6 +360,56 @@ def test_many_reads_and_writes_in_flight_survive_a_dropped_connection(store: Zoo
             assert store.get(f"/m{i}")[0] == b"x"
 
 
+@pytest.mark.parametrize("refused", [3, 2])
+def test_get_many_pauses_only_when_it_could_send_nothing(store: ZooKeeperMetadataStore,
+                                                        monkeypatch: pytest.MonkeyPatch, refused: int) -> None:
+    """A round in which no read could be handed to kazoo (the connection going or coming back) waits a moment
+    before the next; one that sent even a single read goes straight on with the rest. The store's own clock is
+    watched (kazoo's threads keep the real one)."""
+    import sofakafka.controller.zookeeper as zk_module
+
+    store.multi([CreateOp(f"/p{i}", b"%d" % i) for i in range(3)])
+    answers = iter([False] * refused + [True] * 100)
+    monkeypatch.setattr(store, "_sendable", lambda: next(answers))
+    pauses: list[float] = []
+    clock = type("Clock", (), {"monotonic": staticmethod(zk_module.time.monotonic),
+                               "sleep": staticmethod(pauses.append)})
+    monkeypatch.setattr(zk_module, "time", clock)
+    reads = store.get_many([f"/p{i}" for i in range(3)])
+    assert [r[0] for r in reads] == [b"0", b"1", b"2"]  # type: ignore[index]
+    # All three refused: one pause. Two of three refused: the first went out, so no pause.
+    assert pauses == ([zk_module._RESEND_PAUSE_S] if refused == 3 else [])
+
+
+def test_get_many_hands_kazoo_nothing_while_kazoo_says_it_is_not_connected(
+    store: ZooKeeperMetadataStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kazoo can be reconnecting before the store's listener has heard it: a request handed to it then is queued
+    behind a wake-up byte on a socket pair that fills up, so the store asks kazoo itself before each request."""
+    store.multi([CreateOp(f"/k{i}", b"%d" % i) for i in range(3)])
+    down = threading.Event()
+    down.set()
+    monkeypatch.setattr(KazooClient, "connected", property(lambda self: not down.is_set()))
+    sent_while_down: list[str] = []
+    real_get_async = store._client.get_async
+
+    def get_async(path: str, watch: object = None) -> object:
+        if down.is_set():
+            sent_while_down.append(path)
+        return real_get_async(path, watch=watch)
+
+    monkeypatch.setattr(store._client, "get_async", get_async)
+    timer = threading.Timer(0.3, down.clear)
+    timer.start()
+    try:
+        reads = store.get_many([f"/k{i}" for i in range(3)])
+    finally:
+        timer.cancel()
+    assert not down.is_set(), "get_many answered while kazoo said it was not connected"
+    assert sent_while_down == []
+    assert [r[0] for r in reads] == [b"0", b"1", b"2"]  # type: ignore[index]
+
+
 def test_without_a_server_calls_give_up_at_their_deadline_and_the_session_is_lost_after_its_timeout(
     tmp_path: Path,
 ) -> None:
