@@ -24,7 +24,8 @@ would be dropped from the ISR after ``replica.lag.time.max.ms``.
 Idle partitions of a follower's session cost nothing per fetch. Kafka fetches every session partition on every
 request, which at tens of thousands of partitions per leader is most of what a Python broker does (three brokers
 of 100,000 partitions at replication factor 3 fell behind on partitions nobody wrote to). Here a follower
-session *parks* a partition after a fetch that found the follower in the ISR, at the leader's log end, and told
+session *parks* a partition after a fetch that found the follower in the ISR (or being added to it by an ISR
+write in flight, which wakes the partition when it ends, whatever its outcome), at the leader's log end, and told
 of a high watermark, last stable offset and log start offset that are still current: later fetches of the
 session leave it out, and the leader counts the follower caught up as of the session's latest fetch
 (``FollowerFetchSession.last_fetch_ms``, the stamp ``Partition.caught_up_ms`` and the ISR shrink consult), which is
@@ -256,7 +257,11 @@ class FetchSessionCache:
             if cached is None or cached.request is not req:
                 continue
             part = rm.get_partition(tp)
-            if part is None or part.isr_update_in_flight or replica_id not in part.isr:
+            # In the ISR, or being added to it by a write in flight (which then owes it a wake-up, success or
+            # not: the ISR manager notifies every partition of its writes): the restart of a broker following
+            # tens of thousands of partitions must not have its leaders read each at every fetch while their
+            # expansions queue up in ZooKeeper.
+            if part is None or replica_id not in part.maximal_isr:
                 continue
             lg = part.log
             if (req.fetch_offset != lg.log_end_offset or part.follower_log_end_offsets.get(replica_id) != req.fetch_offset

@@ -148,6 +148,9 @@ class IsrManager:
                 for write in batch:
                     write.part.isr_update_in_flight = False
                     write.part.pending_isr = None
+                # Fetch sessions park a follower whose addition was in flight: whatever became of the write, it
+                # must be fetched again (a failed addition is tried again from its next fetch).
+                self._rm.notify_changed([w.part.tp for w in batch])
 
     async def _write_isr(self, batch: list[_IsrWrite]) -> None:
         def write() -> list[list[OpResult] | StoreError]:

@@ -10,7 +10,8 @@ it) and its follower stays in the ISR for as long as its session keeps fetching,
 fetches; Kafka's lag rule holds at its edges (exactly ``replica.lag.time.max.ms`` since the session's last fetch is
 still in sync, one ms more is not); a change (an append, the follower leaving the ISR, leadership lost, the
 partition forgotten) unparks it, and an append wakes a waiting fetch of the session, which answers the records at
-once; a partition that is behind, or out of the ISR, is never parked.
+once; a partition that is behind, or out of the ISR, is never parked, unless the follower's addition to the ISR
+is being written, and the end of that write wakes it whatever its outcome.
 """
 
 from __future__ import annotations
@@ -355,5 +356,59 @@ def test_leadership_lost_forgetting_and_a_new_session_unpark(
         await f2.fetch({TP0: 0})
         assert f2.session_id != old and leader.sessions.get(old) is None
         assert p0.idle_followers.get(2) is not old_session.follower
+
+    run(scenario, tmp_path, store)
+
+
+class _HeldWrites:
+    """The ISR manager's blocking runner, holding each write until the test lets it go."""
+
+    def __init__(self) -> None:
+        self.go = asyncio.Event()
+        self.held = 0
+
+    async def __call__(self, fn: Callable[[], T]) -> T:
+        self.held += 1
+        await self.go.wait()
+        return await asyncio.get_running_loop().run_in_executor(None, fn)
+
+
+@pytest.mark.parametrize("write_fails", [False, True])
+def test_a_follower_whose_addition_to_the_isr_is_in_flight_parks_and_is_woken_when_the_write_ends(
+        tmp_path: Path, store: MetadataStore, clock: Clock, write_fails: bool) -> None:
+    """A broker back from a restart catches up on thousands of partitions whose ISR additions queue up: each is
+    parked from the fetch that started its addition, not read at every fetch until the write is done. The write's
+    end wakes it either way; a failed one (the controller wrote the state meanwhile) is tried again from the
+    follower's next fetch, and a successful one leaves it parked in the ISR from then on."""
+    async def scenario(leader: Leader) -> None:
+        part = await leader.lead(0, isr=(0, 2))
+        held = _HeldWrites()
+        leader.isr._run_blocking = held
+        f1 = FollowerSession(leader, 1)
+        await f1.fetch({TP0: 0})  # at the log end: its addition is written, and held
+        assert part.isr_update_in_flight and part.maximal_isr == [0, 2, 1] and held.held == 1
+        await f1.fetch({})
+        assert f1.parked() == {TP0}
+        for _ in range(3):
+            clock.advance(10)
+            await f1.fetch({})
+            assert f1.read() == []  # not read while the write is in flight
+        if write_fails:
+            # The controller writes the partition's state first: the leader's write is refused (BadVersion).
+            path = zk_paths.topic_partition_state_path(TOPIC, 0)
+            store.set(path, PartitionState(LEADER, 0, 1, (0, 2)).encode())
+        held.go.set()
+        await leader.settle()
+        assert f1.parked() == frozenset()  # woken, whatever the outcome
+        assert part.isr == ([0, 2] if write_fails else [0, 2, 1])
+        if write_fails:
+            part.zk_version = store.get(zk_paths.topic_partition_state_path(TOPIC, 0))[1].version
+            await f1.fetch({})
+            assert f1.read() == [TP0]  # fetched again, and its addition tried again from this fetch
+            await leader.settle()
+            assert part.isr == [0, 2, 1] and leader.znode_isr() == (0, 2, 1)
+        await f1.fetch({})
+        await f1.fetch({})
+        assert f1.parked() == {TP0} and f1.read() == []
 
     run(scenario, tmp_path, store)
