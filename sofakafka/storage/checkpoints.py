@@ -143,6 +143,44 @@ class OffsetCheckpointFile:
         return dict(self._file.read())
 
 
+class OffsetCheckpointWriter:
+    """One ``topic partition offset`` checkpoint written over and over (the log manager's recovery points, log
+    start offsets and high watermarks, every few seconds, for every partition of a log dir).
+
+    A write of the offsets it wrote last is skipped: the file already says exactly that. Otherwise only the lines
+    of partitions whose offset changed are formatted again, and the partitions keep the order of the last write
+    while they stay the same set. The bytes written are those :meth:`OffsetCheckpointFile.write` makes of the
+    same offsets. At 100,000 partitions the full format-and-write took most of a leader's interpreter while a
+    broker rejoined (every five seconds, with nothing changed)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._last: dict[TopicPartition, int] | None = None
+        self._order: list[TopicPartition] = []
+        self._lines: dict[TopicPartition, str] = {}
+
+    def write(self, offsets: dict[TopicPartition, int]) -> bool:
+        """Write ``offsets`` unless they are what the last write wrote; whether the file was written."""
+        with self._lock:
+            last = self._last
+            if offsets == last:
+                return False
+            if last is None or offsets.keys() != last.keys():
+                self._order = sorted(offsets)
+                self._lines = {tp: _format_offset_entry((tp, offsets[tp])) for tp in self._order}
+            else:
+                lines = self._lines
+                for tp, offset in offsets.items():
+                    if last[tp] != offset:
+                        lines[tp] = _format_offset_entry((tp, offset))
+            self._last = None  # until the file says it: a failed write must not be skipped next time
+            body = [self._lines[tp] for tp in self._order]
+            atomic_write_text(self.path, "\n".join([str(CHECKPOINT_VERSION), str(len(body)), *body]) + "\n")
+            self._last = dict(offsets)
+            return True
+
+
 def _parse_epoch_entry(parts: list[str]) -> tuple[int, int]:
     return int(parts[0]), int(parts[1])
 

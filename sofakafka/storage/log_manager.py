@@ -56,6 +56,7 @@ from sofakafka.storage.checkpoints import (
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
+    OffsetCheckpointWriter,
     atomic_write_text,
     fsync_dir,
 )
@@ -178,6 +179,8 @@ class LogManager:
         #: The descriptors of every managed log's segment files, at most ``log.max.open.segment.files`` idle.
         self.descriptor_cache = DescriptorCache(max_open_segment_files)
         self._offline_dirs: dict[Path, str] = {}  # offline log dir -> why
+        # The periodic offset checkpoints, one writer per file (it skips a write of what the file already says).
+        self._checkpoint_writers: dict[Path, OffsetCheckpointWriter] = {}
         self._offline_partitions: set[TopicPartition] = set()
         # A dir went offline before its partitions were known (start-up): see claim_offline_at_startup.
         self._offline_since_startup = False
@@ -923,8 +926,12 @@ class LogManager:
         for log_dir, logs in self._by_dir(futures=futures).items():
             if only is not None and log_dir != only:
                 continue
+            path = log_dir / name
+            writer = self._checkpoint_writers.get(path)
+            if writer is None:
+                writer = self._checkpoint_writers.setdefault(path, OffsetCheckpointWriter(path))
             try:
-                OffsetCheckpointFile(log_dir / name).write({(lg.topic, lg.partition): value(lg) for lg in logs})
+                writer.write({(lg.topic, lg.partition): value(lg) for lg in logs})
             except OSError as exc:
                 self.take_dir_offline(log_dir, f"writing {name} failed: {exc.strerror or exc}")
 

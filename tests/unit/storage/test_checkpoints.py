@@ -1,7 +1,11 @@
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from sofakafka.storage import checkpoints
 from sofakafka.storage.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
     LEADER_EPOCH_CHECKPOINT,
@@ -10,6 +14,7 @@ from sofakafka.storage.checkpoints import (
     REPLICATION_OFFSET_CHECKPOINT,
     LeaderEpochCheckpointFile,
     OffsetCheckpointFile,
+    OffsetCheckpointWriter,
 )
 from sofakafka.storage.errors import CheckpointFormatError
 
@@ -81,3 +86,60 @@ def test_rewrite_replaces_content_atomically(tmp_path: Path) -> None:
     f.write({("t", 0): 2, ("u", 3): 4})
     assert f.read() == {("t", 0): 2, ("u", 3): 4}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]
+
+
+offsets_maps = st.lists(
+    st.dictionaries(st.tuples(st.sampled_from(["a", "b", "topic.with-dots_1"]), st.integers(0, 5)),
+                    st.integers(0, 2**40), max_size=12),
+    min_size=1, max_size=8)
+
+
+@given(offsets_maps)
+def test_the_writer_writes_what_offset_checkpoint_file_writes_after_any_sequence(maps: list[dict[tuple[str, int], int]]
+                                                                                ) -> None:
+    """Partitions coming, going and moving, in any order: after each write the file holds the very bytes
+    OffsetCheckpointFile would have written for those offsets."""
+    with tempfile.TemporaryDirectory() as d:
+        ours, theirs = Path(d) / "ours", Path(d) / "theirs"
+        writer = OffsetCheckpointWriter(ours)
+        for offsets in [*maps, *reversed(maps)]:
+            writer.write(dict(offsets))
+            OffsetCheckpointFile(theirs).write(offsets)
+            assert ours.read_bytes() == theirs.read_bytes()
+            assert OffsetCheckpointFile(ours).read() == offsets
+
+
+def test_the_writer_skips_a_write_of_what_the_file_already_says(tmp_path: Path) -> None:
+    path = tmp_path / "replication-offset-checkpoint"
+    writer = OffsetCheckpointWriter(path)
+    assert writer.write({("t", 0): 5, ("t", 1): 7}) is True
+    inode = path.stat().st_ino  # an atomic write replaces the file: a new inode
+    assert writer.write({("t", 0): 5, ("t", 1): 7}) is False
+    assert path.stat().st_ino == inode
+    # One offset moves by one: written.
+    assert writer.write({("t", 0): 6, ("t", 1): 7}) is True
+    assert path.stat().st_ino != inode
+    assert OffsetCheckpointFile(path).read() == {("t", 0): 6, ("t", 1): 7}
+    # Same offsets, one partition more or one fewer: written.
+    assert writer.write({("t", 0): 6, ("t", 1): 7, ("t", 2): 0}) is True
+    assert writer.write({("t", 0): 6, ("t", 1): 7}) is True
+    assert OffsetCheckpointFile(path).read() == {("t", 0): 6, ("t", 1): 7}
+
+
+def test_a_failed_write_leaves_nothing_behind_for_the_next(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file still says what the last good write said; the next write, whatever it changes, says exactly its
+    own offsets (not a line the failed write had formatted)."""
+    path = tmp_path / "recovery-point-offset-checkpoint"
+    writer = OffsetCheckpointWriter(path)
+    writer.write({("t", 0): 1, ("t", 1): 1})
+
+    def full(p: Path, text: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(checkpoints, "atomic_write_text", full)
+    with pytest.raises(OSError):
+        writer.write({("t", 0): 2, ("t", 1): 1})
+    monkeypatch.undo()
+    assert OffsetCheckpointFile(path).read() == {("t", 0): 1, ("t", 1): 1}
+    assert writer.write({("t", 0): 1, ("t", 1): 2}) is True
+    assert OffsetCheckpointFile(path).read() == {("t", 0): 1, ("t", 1): 2}
