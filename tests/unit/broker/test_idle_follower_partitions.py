@@ -38,6 +38,7 @@ from sofakafka.protocol.errors import ErrorCode
 from sofakafka.protocol.records import RecordBatchBuilder
 from sofakafka.storage.log_manager import LogManager
 from tests.unit.broker.conftest import Clock
+from tests.unit.broker.test_replication_leader import GatedWrites
 
 T = TypeVar("T")
 TOPIC = "t"
@@ -360,19 +361,6 @@ def test_leadership_lost_forgetting_and_a_new_session_unpark(
     run(scenario, tmp_path, store)
 
 
-class _HeldWrites:
-    """The ISR manager's blocking runner, holding each write until the test lets it go."""
-
-    def __init__(self) -> None:
-        self.go = asyncio.Event()
-        self.held = 0
-
-    async def __call__(self, fn: Callable[[], T]) -> T:
-        self.held += 1
-        await self.go.wait()
-        return await asyncio.get_running_loop().run_in_executor(None, fn)
-
-
 @pytest.mark.parametrize("write_fails", [False, True])
 def test_a_follower_whose_addition_to_the_isr_is_in_flight_parks_and_is_woken_when_the_write_ends(
         tmp_path: Path, store: MetadataStore, clock: Clock, write_fails: bool) -> None:
@@ -382,11 +370,11 @@ def test_a_follower_whose_addition_to_the_isr_is_in_flight_parks_and_is_woken_wh
     follower's next fetch, and a successful one leaves it parked in the ISR from then on."""
     async def scenario(leader: Leader) -> None:
         part = await leader.lead(0, isr=(0, 2))
-        held = _HeldWrites()
+        held = GatedWrites()
         leader.isr._run_blocking = held
         f1 = FollowerSession(leader, 1)
         await f1.fetch({TP0: 0})  # at the log end: its addition is written, and held
-        assert part.isr_update_in_flight and part.maximal_isr == [0, 2, 1] and held.held == 1
+        assert part.isr_update_in_flight and part.maximal_isr == [0, 2, 1] and held.started == 1
         await f1.fetch({})
         assert f1.parked() == {TP0}
         for _ in range(3):
@@ -397,7 +385,7 @@ def test_a_follower_whose_addition_to_the_isr_is_in_flight_parks_and_is_woken_wh
             # The controller writes the partition's state first: the leader's write is refused (BadVersion).
             path = zk_paths.topic_partition_state_path(TOPIC, 0)
             store.set(path, PartitionState(LEADER, 0, 1, (0, 2)).encode())
-        held.go.set()
+        held.gate.set()
         await leader.settle()
         assert f1.parked() == frozenset()  # woken, whatever the outcome
         assert part.isr == ([0, 2] if write_fails else [0, 2, 1])
