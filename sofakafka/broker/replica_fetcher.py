@@ -457,7 +457,7 @@ class ReplicaFetcher:
             except (TimeoutError, OSError, ConnectionError, asyncio.IncompleteReadError, DecodeError,
                     AuthenticationError) as exc:
                 log.info("replica fetcher from broker %d: %s; retrying in %d ms", self.source_broker,
-                         exc or type(exc).__name__, self._settings.fetch_backoff_ms)
+                         str(exc) or type(exc).__name__, self._settings.fetch_backoff_ms)
                 await self._disconnect()
                 await asyncio.sleep(self._settings.fetch_backoff_ms / 1000.0)
             except Exception:
