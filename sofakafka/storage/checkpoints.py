@@ -68,11 +68,12 @@ class CheckpointFile(Generic[T]):
         self._lock = threading.Lock()
 
     def write(self, entries: Iterable[T]) -> None:
-        items = list(entries)
-        lines = [str(CHECKPOINT_VERSION), str(len(items))]
-        lines.extend(self._format(e) for e in items)
+        self.write_lines([self._format(e) for e in entries])
+
+    def write_lines(self, lines: list[str]) -> None:
+        """Entries already formatted, one a line: the version and count lines go before them."""
         with self._lock:
-            atomic_write_text(self.path, "\n".join(lines) + "\n")
+            atomic_write_text(self.path, "\n".join([str(CHECKPOINT_VERSION), str(len(lines)), *lines]) + "\n")
 
     def read(self) -> list[T]:
         """Entries in file order; a missing file reads as empty (a fresh log dir has none yet)."""
@@ -139,6 +140,10 @@ class OffsetCheckpointFile:
         # Sorted so the file is deterministic; Kafka does not promise an order, readers must not care.
         self._file.write(sorted(offsets.items()))
 
+    def write_lines(self, lines: list[str]) -> None:
+        """``topic partition offset`` lines already formatted (OffsetCheckpointWriter's)."""
+        self._file.write_lines(lines)
+
     def read(self) -> dict[TopicPartition, int]:
         return dict(self._file.read())
 
@@ -155,13 +160,15 @@ class OffsetCheckpointWriter:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        self._file = OffsetCheckpointFile(path)
         self._lock = threading.Lock()
         self._last: dict[TopicPartition, int] | None = None
         self._order: list[TopicPartition] = []
         self._lines: dict[TopicPartition, str] = {}
 
     def write(self, offsets: dict[TopicPartition, int]) -> bool:
-        """Write ``offsets`` unless they are what the last write wrote; whether the file was written."""
+        """Write ``offsets`` unless they are what the last write wrote; whether the file was written. The writer
+        keeps ``offsets`` to compare the next write with: the caller hands over a mapping it no longer changes."""
         with self._lock:
             last = self._last
             if offsets == last:
@@ -175,9 +182,8 @@ class OffsetCheckpointWriter:
                     if last[tp] != offset:
                         lines[tp] = _format_offset_entry((tp, offset))
             self._last = None  # until the file says it: a failed write must not be skipped next time
-            body = [self._lines[tp] for tp in self._order]
-            atomic_write_text(self.path, "\n".join([str(CHECKPOINT_VERSION), str(len(body)), *body]) + "\n")
-            self._last = dict(offsets)
+            self._file.write_lines([self._lines[tp] for tp in self._order])
+            self._last = offsets
             return True
 
 
