@@ -148,8 +148,9 @@ class IsrManager:
                 for write in batch:
                     write.part.isr_update_in_flight = False
                     write.part.pending_isr = None
-                # Fetch sessions park a follower whose addition was in flight: whatever became of the write, it
-                # must be fetched again (a failed addition is tried again from its next fetch).
+                # Every partition of the batch is fetched again by the sessions that parked it: a follower that
+                # left the ISR must be seen catching up, and one whose addition was in flight, whatever became of
+                # the write, must be too (a failed addition is tried again from its next fetch).
                 self._rm.notify_changed([w.part.tp for w in batch])
 
     async def _write_isr(self, batch: list[_IsrWrite]) -> None:
@@ -191,10 +192,9 @@ class IsrManager:
             if part.maybe_increment_high_watermark():
                 self._rm.partitions_changed([part.tp])
             else:
-                # A shrink below min.insync.replicas must fail waiting acks=-1 produces now.
+                # A shrink below min.insync.replicas must fail waiting acks=-1 produces now. (Fetch sessions hear
+                # of the new ISR from _write_queued, which wakes every partition of the batch.)
                 self._rm.produce_purgatory.check_and_complete(part.tp)
-                # Fetch sessions park only in-sync followers: one that left the ISR is fetched again.
-                self._rm.notify_changed([part.tp])
 
     async def _propagate(self) -> None:
         if not self._pending_notifications:
