@@ -21,6 +21,7 @@ from sofakafka.cli import common
 from sofakafka.cli.common import UsageError
 from sofakafka.protocol.errors import CorruptRecordError, DecodeError
 from sofakafka.protocol.records import (
+    MAGIC_V2,
     CompressionType,
     ControlRecordType,
     EndTransactionMarker,
@@ -111,7 +112,7 @@ def dump_log_file(path: Path, deep: bool, print_data: bool, as_json: bool) -> di
                     rec: dict[str, Any] = {"offset": r.offset, time_key: r.timestamp,
                                            "keysize": -1 if r.key is None else len(r.key),
                                            "valuesize": -1 if r.value is None else len(r.value)}
-                    if h.magic >= 2:
+                    if h.magic >= MAGIC_V2:
                         rec["sequence"] = -1 if h.base_sequence < 0 else h.base_sequence + i
                     rec["headerKeys"] = [k for k, _ in r.headers]
                     if h.is_control:
