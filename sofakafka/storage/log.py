@@ -196,10 +196,17 @@ class Log:
         #: Wrapped around truncations by whoever runs a cleaner over this log (the log manager), so a pass is
         #: never rewriting segments that a truncation removes. None: nobody cleans this log.
         self.rewrite_guard: Callable[[Log], AbstractContextManager[object]] | None = None
-        self.dir.mkdir(parents=True, exist_ok=True)
+        try:
+            os.mkdir(self.dir)
+            fresh = True  # made just now: nothing in it to list, clean up or recover
+        except FileExistsError:
+            fresh = False
+        except FileNotFoundError:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            fresh = True
         self.leader_epoch_cache = LeaderEpochFileCache(LeaderEpochCheckpointFile(self.dir / LEADER_EPOCH_CHECKPOINT))
         self.producer_state = ProducerStateManager(self.dir, producer_id_expiration_ms)
-        self._load(had_clean_shutdown)
+        self._load(had_clean_shutdown, fresh)
 
     # -- segment map (copy-on-write so readers need no lock) -------------------------------------------------
     @property
@@ -364,13 +371,16 @@ class Log:
         """A fresh ``.cleaned`` segment for the cleaner to fill before ``replace_segments``."""
         return self._new_segment(base_offset, CLEANED_SUFFIX, active=True)
 
-    def _load(self, had_clean_shutdown: bool) -> None:
-        swap_logs = self._remove_temp_files_and_collect_swaps()
-        self._load_segment_files(had_clean_shutdown)
-        self._complete_swaps(swap_logs)
+    def _load(self, had_clean_shutdown: bool, fresh: bool = False) -> None:
+        if not fresh:
+            # One listing of the directory serves every step below (a broker restarting with 100,000 logs
+            # listed each one three times before, and asked the file system about every index by name).
+            names, swap_logs = self._remove_temp_files_and_collect_swaps()
+            self._load_segment_files(names, had_clean_shutdown)
+            self._complete_swaps(swap_logs)
         if not self._bases:
             self._add_segment(self._new_segment(self._log_start_offset))
-        if not had_clean_shutdown:
+        if not had_clean_shutdown and not fresh:
             self._recover_log()
         for seg in self.log_segments()[:-1]:
             seg.offset_index.trim_to_valid_size()
@@ -392,16 +402,20 @@ class Log:
         self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
         self._load_producer_state(next_offset)
 
-    def _remove_temp_files_and_collect_swaps(self) -> list[Path]:
+    def _remove_temp_files_and_collect_swaps(self) -> tuple[list[str], list[Path]]:
+        """Delete leftovers of interrupted work; returns the sorted names of the regular files left in the
+        directory and the ``.log.swap`` files whose swap ``_complete_swaps`` finishes."""
         swaps: list[Path] = []
         index_swaps: list[Path] = []
-        names = {p.name for p in self.dir.iterdir()}
-        for path in sorted(self.dir.iterdir()):
-            name = path.name
-            if not path.is_file():
-                continue
+        with os.scandir(self.dir) as it:
+            files = sorted(entry.name for entry in it if entry.is_file())
+        listed = set(files)  # as found: the swap rules below look at what the crash left, deleted or not
+        names = set(files)  # what is left once this is done
+        for name in files:
+            path = self.dir / name
             if name.endswith(DELETED_SUFFIX) or name.endswith(CLEANED_SUFFIX) or name.endswith(".tmp"):
                 path.unlink(missing_ok=True)
+                names.discard(name)
             elif name.endswith(SWAP_SUFFIX):
                 base_name = name[: -len(SWAP_SUFFIX)]
                 if base_name.endswith(LOG_SUFFIX):
@@ -417,18 +431,22 @@ class Log:
                 path.unlink(missing_ok=True)
             elif stem in swapped_stems:
                 continue
-            elif stem + LOG_SUFFIX in names and stem + LOG_SUFFIX + CLEANED_SUFFIX not in names and \
-                    stem + TXN_INDEX_SUFFIX not in names:
+            elif stem + LOG_SUFFIX in listed and stem + LOG_SUFFIX + CLEANED_SUFFIX not in listed and \
+                    stem + TXN_INDEX_SUFFIX not in listed:
                 # The crash came between the swapped log taking its live name and its txnindex doing so (the
                 # old segment of that base was already renamed .deleted): finish the rename.
                 os.replace(path, self.dir / (stem + TXN_INDEX_SUFFIX))
+                names.discard(path.name)
+                names.add(stem + TXN_INDEX_SUFFIX)
             else:
                 path.unlink(missing_ok=True)  # a .cleaned -> .swap rename that never reached its log
-        return swaps
+                names.discard(path.name)
+        return sorted(names), swaps
 
-    def _load_segment_files(self, had_clean_shutdown: bool = True) -> None:
+    def _load_segment_files(self, names: list[str], had_clean_shutdown: bool = True) -> None:
+        """Open the segments among ``names`` (the directory's files, sorted), checking or recovering each."""
         segments: dict[int, LogSegment] = {}
-        paths = sorted(self.dir.iterdir())
+        present = set(names)
         # After a crash, _recover_log rebuilds the indexes of every segment from the one holding the recovery
         # point on and validates each of their batches: checking those indexes here first would only be
         # thrown away. The first recovered base is the greatest base at or below the recovery point; a
@@ -436,28 +454,26 @@ class Log:
         # point with it (_complete_swaps recovers it), and then recovery starts there.
         recovered_from: int | None = None
         if not had_clean_shutdown:
-            at_or_below = [int(stem) for stem, _dot, ext in (p.name.partition(".") for p in paths)
+            at_or_below = [int(stem) for stem, _dot, ext in (name.partition(".") for name in names)
                            if ext in (LOG_SUFFIX[1:], LOG_SUFFIX[1:] + SWAP_SUFFIX) and stem.isdigit()
                            and len(stem) == 20 and int(stem) <= self._recovery_point]
             recovered_from = max(at_or_below) if at_or_below else -1
-        for path in paths:
-            name = path.name
+        for name in names:
             stem, _dot, ext = name.partition(".")
             if not (stem.isdigit() and len(stem) == 20):
                 continue
             suffix = "." + ext
             base = int(stem)
             if suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-                if not (self.dir / (stem + LOG_SUFFIX)).exists():
-                    path.unlink(missing_ok=True)  # orphan index of a deleted segment
+                if stem + LOG_SUFFIX not in present:
+                    (self.dir / name).unlink(missing_ok=True)  # orphan index of a deleted segment
                 continue
             if suffix != LOG_SUFFIX:
                 continue
             if recovered_from is not None and base >= recovered_from:
                 segments[base] = self._new_segment(base, active=False)  # _recover_log checks and rebuilds it
                 continue
-            indexes_exist = (self.dir / (stem + INDEX_SUFFIX)).exists() and \
-                (self.dir / (stem + TIME_INDEX_SUFFIX)).exists()
+            indexes_exist = stem + INDEX_SUFFIX in present and stem + TIME_INDEX_SUFFIX in present
             seg = self._new_segment(base, active=False)
             # Index files are created by their first entry, so after a clean shutdown a missing one is an empty
             # index (a segment that never reached index.interval.bytes); the checks below still walk its

@@ -81,10 +81,6 @@ def snapshot_file_name(offset: int) -> str:
     return f"{offset:020d}{SNAPSHOT_SUFFIX}"
 
 
-def offset_from_snapshot_file(path: Path) -> int:
-    return int(path.name[: -len(SNAPSHOT_SUFFIX)])
-
-
 def decrement_sequence(sequence: int, decrement: int) -> int:
     """Sequence numbers wrap from INT32_MAX to 0; walk back over that wrap."""
     if sequence < decrement:
@@ -490,31 +486,41 @@ class ProducerStateManager:
 
     # -- snapshots -------------------------------------------------------------------------------------------
 
-    def _snapshot_files(self) -> list[Path]:
-        if not self.log_dir.is_dir():
+    def _snapshots(self, *, remove_stale: bool = False) -> list[tuple[int, Path]]:
+        """(offset, path) of each snapshot file in the directory, oldest first, from one listing of it;
+        ``remove_stale`` also deletes the ``.snapshot.tmp`` files an interrupted write left."""
+        try:
+            with os.scandir(self.log_dir) as it:
+                entries = list(it)
+        except (FileNotFoundError, NotADirectoryError):
             return []
-        files = []
-        for path in self.log_dir.iterdir():
-            if path.name.endswith(SNAPSHOT_SUFFIX) and path.is_file():
+        found = []
+        for entry in entries:
+            name = entry.name
+            if name.endswith(SNAPSHOT_SUFFIX):
                 try:
-                    offset_from_snapshot_file(path)
+                    offset = int(name[: -len(SNAPSHOT_SUFFIX)])
                 except ValueError:
                     continue
-                files.append(path)
-        return sorted(files, key=offset_from_snapshot_file)
+                if entry.is_file():
+                    found.append((offset, Path(entry.path)))
+            elif remove_stale and name.endswith(SNAPSHOT_SUFFIX + ".tmp"):
+                Path(entry.path).unlink(missing_ok=True)
+        found.sort(key=lambda snapshot: snapshot[0])
+        return found
 
     def snapshot_offsets(self) -> list[int]:
-        return [offset_from_snapshot_file(p) for p in self._snapshot_files()]
+        return [offset for offset, _path in self._snapshots()]
 
     @property
     def latest_snapshot_offset(self) -> int | None:
-        files = self._snapshot_files()
-        return offset_from_snapshot_file(files[-1]) if files else None
+        snapshots = self._snapshots()
+        return snapshots[-1][0] if snapshots else None
 
     @property
     def oldest_snapshot_offset(self) -> int | None:
-        files = self._snapshot_files()
-        return offset_from_snapshot_file(files[0]) if files else None
+        snapshots = self._snapshots()
+        return snapshots[0][0] if snapshots else None
 
     def take_snapshot(self, *, force: bool = False) -> None:
         """Persist the state at ``map_end_offset`` unless a snapshot there already exists (Log calls on roll);
@@ -526,14 +532,19 @@ class ProducerStateManager:
         self._last_snap_offset = self._map_end_offset
 
     def delete_snapshots_before(self, offset: int) -> None:
-        for path in self._snapshot_files():
-            if offset_from_snapshot_file(path) < offset:
-                path.unlink(missing_ok=True)
+        self._delete_snapshots_where(lambda o: o < offset)
 
-    def _delete_snapshots_where(self, predicate: Callable[[int], bool]) -> None:
-        for path in self._snapshot_files():
-            if predicate(offset_from_snapshot_file(path)):
+    def _delete_snapshots_where(self, predicate: Callable[[int], bool],
+                                snapshots: list[tuple[int, Path]] | None = None) -> list[tuple[int, Path]]:
+        """Delete the snapshots (listed now, unless given) whose offset ``predicate`` accepts; returns the
+        others."""
+        kept = []
+        for offset, path in self._snapshots() if snapshots is None else snapshots:
+            if predicate(offset):
                 path.unlink(missing_ok=True)
+            else:
+                kept.append((offset, path))
+        return kept
 
     # -- loading and truncation ------------------------------------------------------------------------------
 
@@ -546,28 +557,25 @@ class ProducerStateManager:
         :meth:`update` up to ``log_end_offset``, after which it calls ``update_map_end_offset(log_end_offset)``
         and :meth:`take_snapshot`. Kafka's ``truncateAndReload``.
         """
-        for stale in self.log_dir.glob(f"*{SNAPSHOT_SUFFIX}.tmp") if self.log_dir.is_dir() else []:
-            stale.unlink(missing_ok=True)
+        # One listing of the directory for the whole load (at start-up it runs twice for each of the
+        # broker's logs).
+        snapshots = self._snapshots(remove_stale=True)
         self._log_start_offset = log_start_offset
-        self._delete_snapshots_where(lambda o: o > log_end_offset or o <= log_start_offset)
+        snapshots = self._delete_snapshots_where(lambda o: o > log_end_offset or o <= log_start_offset, snapshots)
         if log_end_offset != self._map_end_offset:
             self._producers.clear()
             self._ongoing_txns.clear()
             # The Log truncates only to offsets at or below the high watermark, so these are replicated.
             self._unreplicated_txns.clear()
-            self._load_from_snapshot(log_start_offset, now_ms)
+            self._load_from_snapshot(log_start_offset, now_ms, snapshots)
         else:
-            self.truncate_head(log_start_offset)
+            self.truncate_head(log_start_offset, snapshots)
         return self._map_end_offset
 
-    def _load_from_snapshot(self, log_start_offset: int, now_ms: int) -> None:
-        while True:
-            files = self._snapshot_files()
-            if not files:
-                self._last_snap_offset = log_start_offset
-                self._map_end_offset = log_start_offset
-                return
-            path = files[-1]
+    def _load_from_snapshot(self, log_start_offset: int, now_ms: int, snapshots: list[tuple[int, Path]]) -> None:
+        """Load the newest readable of ``snapshots`` (oldest first), deleting corrupt ones on the way."""
+        while snapshots:
+            offset, path = snapshots.pop()
             try:
                 entries = read_snapshot(path)
             except CorruptSnapshotError as e:
@@ -577,9 +585,11 @@ class ProducerStateManager:
             for entry in entries:
                 if not self._is_expired(now_ms, entry):
                     self._load_entry(entry)
-            self._last_snap_offset = offset_from_snapshot_file(path)
-            self._map_end_offset = self._last_snap_offset
+            self._last_snap_offset = offset
+            self._map_end_offset = offset
             return
+        self._last_snap_offset = log_start_offset
+        self._map_end_offset = log_start_offset
 
     def _load_entry(self, entry: ProducerStateEntry) -> None:
         self._producers[entry.producer_id] = entry
@@ -605,18 +615,18 @@ class ProducerStateManager:
         self._map_end_offset = offset
         self._log_start_offset = offset
 
-    def truncate_head(self, log_start_offset: int) -> None:
+    def truncate_head(self, log_start_offset: int, snapshots: list[tuple[int, Path]] | None = None) -> None:
         """The log start offset moved up (retention, DeleteRecords): drop what lies below it.
 
         Producers are kept, as in 2.6, so a producer whose batches were deleted can keep writing.
+        ``snapshots``: the directory's snapshots as just listed (by :meth:`load`), else they are listed here.
         """
         self._log_start_offset = max(self._log_start_offset, log_start_offset)
         self._remove_unreplicated_transactions(log_start_offset)
         if self._map_end_offset < log_start_offset:
             self._map_end_offset = log_start_offset
-        self.delete_snapshots_before(log_start_offset)
-        latest = self.latest_snapshot_offset
-        self._last_snap_offset = latest if latest is not None else log_start_offset
+        kept = self._delete_snapshots_where(lambda o: o < log_start_offset, snapshots)
+        self._last_snap_offset = kept[-1][0] if kept else log_start_offset
 
     def update_parent_dir(self, log_dir: Path) -> None:
         self.log_dir = Path(log_dir)

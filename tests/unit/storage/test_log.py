@@ -13,6 +13,7 @@ from sofakafka.storage.errors import (
 )
 from sofakafka.storage.log import FetchIsolation, Log, parse_topic_partition
 from sofakafka.storage.segment import LogSegment
+from sofakafka.storage.transaction_index import AbortedTxn, TransactionIndex
 
 from .storage_helpers import FakeClock, make_batch, make_marker
 
@@ -339,6 +340,30 @@ def test_interrupted_swap_is_completed_on_restart(tmp_path: Path) -> None:
     reopened = Log(log.dir, log.config)
     assert reopened.log_segments()[0].read_bytes() == trimmed
     assert not any(p.name.endswith((".swap", ".cleaned")) for p in log.dir.iterdir())
+    reopened.close()
+
+
+@pytest.mark.parametrize("cleaned_log_left", [False, True])
+def test_a_lone_txnindex_swap_is_renamed_only_when_no_cleaned_log_was_left(tmp_path: Path,
+                                                                           cleaned_log_left: bool) -> None:
+    """A ``.txnindex.swap`` beside a live ``.log`` with no ``.txnindex``: the crash came between the swapped
+    log's rename and its txnindex's, so the restart finishes it. With a ``.log.cleaned`` beside them the crash
+    came before the log reached its swap name, and the swap is stale; the restart deletes the ``.cleaned``
+    first, and must still judge by what the crash left."""
+    log = new_log(tmp_path)
+    log.append_as_leader(make_batch(2), 0)
+    log.close()
+    stem = "00000000000000000000"
+    assert not (log.dir / f"{stem}.txnindex").exists()
+    index = TransactionIndex(0, log.dir / f"{stem}.txnindex.swap")
+    index.append(AbortedTxn(7, 0, 1, 2))
+    index.close()
+    if cleaned_log_left:
+        (log.dir / f"{stem}.log.cleaned").write_bytes(b"")
+    reopened = Log(log.dir, log.config)
+    names = {p.name for p in log.dir.iterdir()}
+    assert not any(name.endswith((".swap", ".cleaned")) for name in names)
+    assert reopened.collect_aborted_transactions(0, 2) == ([] if cleaned_log_left else [AbortedTxn(7, 0, 1, 2)])
     reopened.close()
 
 

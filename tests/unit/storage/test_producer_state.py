@@ -405,3 +405,31 @@ def test_truncate_head_deletes_older_snapshots_but_keeps_producers(tmp_path: Pat
     assert 1 in psm.active_producers
     psm.delete_snapshots_before(31)
     assert psm.snapshot_offsets() == []
+
+
+def test_truncate_head_remembers_the_newest_snapshot_left(tmp_path: Path) -> None:
+    """After the head moves past the oldest snapshot, the newest one left still counts as taken: a snapshot at
+    the same map end is not written again."""
+    psm = ProducerStateManager(tmp_path)
+    for n in range(3):
+        psm.update(data_batch(10 * n, 10, seq=10 * n))
+        psm.take_snapshot()
+    psm.truncate_head(15)
+    assert psm.snapshot_offsets() == [20, 30]
+    newest = tmp_path / snapshot_file_name(30)
+    newest.write_bytes(b"left alone")
+    psm.take_snapshot()
+    assert newest.read_bytes() == b"left alone"
+
+
+def test_load_deletes_the_temporary_file_of_an_interrupted_snapshot(tmp_path: Path) -> None:
+    psm = ProducerStateManager(tmp_path)
+    psm.update(data_batch(0, 10, seq=0))
+    psm.take_snapshot()
+    stale = tmp_path / (snapshot_file_name(20) + ".tmp")
+    stale.write_bytes(b"torn")
+    fresh = ProducerStateManager(tmp_path)
+    assert fresh.load(0, 10, 0) == 10
+    assert not stale.exists()
+    assert fresh.snapshot_offsets() == [10]
+    assert 1 in fresh.active_producers
