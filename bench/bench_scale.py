@@ -508,6 +508,17 @@ def _still_open(s: socket.socket) -> bool:
         return False
 
 
+def keep_logs(root: Path) -> None:
+    """A failed run's data goes (it can be tens of GB), but its brokers' and ZooKeeper's logs are what says why:
+    they are copied beside it first."""
+    kept = root.with_name(root.name + "-logs")
+    for path in [*root.glob("*/*/broker.log"), *root.glob("*/*/zookeeper.log"), *root.glob("broker-*.log")]:
+        target = kept / path.relative_to(root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
+    print(f"the run failed: its logs are in {kept}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--partitions", default="1000,10000", help="comma-separated partition counts")
@@ -538,6 +549,9 @@ def main() -> None:
                 rows.append(run_cluster(root, n, args, args.override))
             else:
                 rows.append(run_one(root, n, args, args.override))
+    except BaseException:
+        keep_logs(root)
+        raise
     finally:
         shutil.rmtree(root, ignore_errors=True)
     if args.brokers > 1:
