@@ -69,6 +69,7 @@ from sofakafka.protocol.messages.api_versions import ApiVersionsRequest
 from sofakafka.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from sofakafka.protocol.messages.produce import ProduceRequest, ProduceResponse
 from sofakafka.protocol.records import Record, RecordBatchBuilder
+from sofakafka.storage.log_manager import MAP_RESERVE
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -85,6 +86,25 @@ def raise_nofile() -> int:
     if soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def ensure_map_count(per_broker: int) -> str:
+    """Every partition a broker holds with records keeps its two indexes mapped, and past ``vm.max_map_count``
+    (65,530 by default) its appends fail with ENOMEM and take the log dir offline, as Kafka's would. A run that
+    needs more raises the setting when it may (root), like Kafka's operations guide says to; otherwise it stops
+    before starting anything."""
+    path = Path("/proc/sys/vm/max_map_count")
+    current = int(path.read_text())
+    needed = 2 * per_broker + MAP_RESERVE
+    if current >= needed:
+        return f"vm.max_map_count {current}"
+    wanted = max(262_144, 2 * needed)
+    try:
+        path.write_text(str(wanted))
+    except OSError as exc:
+        raise SystemExit(f"{per_broker:,} partitions per broker need about {needed:,} memory mappings, over "
+                         f"vm.max_map_count {current}; raise it (sysctl -w vm.max_map_count={wanted}): {exc}") from exc
+    return f"vm.max_map_count raised from {current} to {wanted} for {per_broker:,} partitions per broker"
 
 
 def open_files(pid: int) -> int:
@@ -539,12 +559,16 @@ def main() -> None:
     limit = raise_nofile()
     if limit < args.idle_connections + 100:
         raise SystemExit(f"open-file limit {limit} is too low for {args.idle_connections} idle connections")
+    counts = [int(x) for x in args.partitions.split(",") if x]
+    rf = args.replication_factor or min(3, args.brokers)
+    maps = ensure_map_count(max(counts, default=0) * (rf if args.brokers > 1 else 1) // max(args.brokers, 1))
     root = Path(tempfile.mkdtemp(prefix="bench-scale-", dir=args.dir))
+    print(f"{maps}")
     print(f"machine: {os.cpu_count()} cpus, {platform.platform()}, Python {platform.python_version()}; "
           f"open-file limit {limit}; data in {root}")
     rows = []
     try:
-        for n in [int(x) for x in args.partitions.split(",") if x]:
+        for n in counts:
             if args.brokers > 1:
                 rows.append(run_cluster(root, n, args, args.override))
             else:

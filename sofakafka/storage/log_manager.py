@@ -51,6 +51,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from sofakafka.storage import mapping
 from sofakafka.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -84,6 +85,10 @@ from sofakafka.storage.log_mover import DEFAULT_CHUNK_BYTES, UNLIMITED_RATE, Log
 from sofakafka.storage.segment import wall_clock_ms
 
 log = logging.getLogger(__name__)
+
+#: Memory mappings left to the rest of the process (the interpreter's arenas, thread stacks, libraries) when
+#: the logs' index mappings are weighed against ``vm.max_map_count``.
+MAP_RESERVE = 4096
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 META_PROPERTIES = "meta.properties"
@@ -175,6 +180,7 @@ class LogManager:
         self._pending_dir_deletes: list[tuple[int, Path, Log | None]] = []
         self._dir_locks: list[int] = []
         self._started = False
+        self._map_warned = False  # the vm.max_map_count warning is logged (once per crossing)
         self.cleaner = cleaner if cleaner is not None else LogCleaner(clock=time_ms)
         #: The descriptors of every managed log's segment files, at most ``log.max.open.segment.files`` idle.
         self.descriptor_cache = DescriptorCache(max_open_segment_files)
@@ -262,6 +268,7 @@ class LogManager:
                 self._unlock_dirs()
                 raise
             self._started = True
+        self._check_map_budget()
         for tp, future in list(self._futures.items()):
             current = self._logs[tp]
             self.cleaner.abort_and_pause_cleaning(current.dir)
@@ -636,9 +643,28 @@ class LogManager:
                     self._log_dir_of[tp] = log_dir
                     self._preferred_dirs.pop(tp, None)  # satisfied (Kafka forgets it once used)
                     out[tp] = lg
+            self._check_map_budget()
             if failure is not None and raise_errors:
                 raise failure
             return out
+
+    def _check_map_budget(self) -> None:
+        """Warn (once per crossing) when the logs held need more memory mappings than the kernel allows one
+        process: every log's active segment maps its two indexes once it holds records, and past
+        ``vm.max_map_count`` an append's mapping fails with ENOMEM and takes its log dir offline."""
+        limit = mapping.max_map_count()
+        if limit is None:
+            return
+        logs = len(self._logs) + len(self._futures)
+        needed = 2 * logs + MAP_RESERVE
+        if needed > limit and not self._map_warned:
+            self._map_warned = True
+            log.warning("%d logs need about %d memory mappings once written (two indexes each, %d for the rest of "
+                        "the process), over vm.max_map_count %d: appends will fail with ENOMEM and take their log "
+                        "dir offline; raise it (sysctl -w vm.max_map_count=%d) as for Kafka", logs, needed,
+                        MAP_RESERVE, limit, max(262_144, 4 * logs + MAP_RESERVE))
+        elif needed <= limit:
+            self._map_warned = False
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Close the log and rename its dir ``<topic>-<partition>.<uuid>-delete``; files go later.
@@ -671,6 +697,8 @@ class LogManager:
                 self._pending_dir_deletes.append((self._time_ms() + delay, target, None))
                 if delay == 0:
                     self._delete_pending_dirs(self._time_ms())
+                if self._map_warned:
+                    self._check_map_budget()  # re-armed once back under the limit
                 return True
         finally:
             self.cleaner.resume_cleaning(key)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import errno
 import mmap
 import os
 
@@ -45,7 +46,12 @@ class FileMapping:
         addr = _mmap(None, length, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
         if addr is None or addr == _MAP_FAILED:
             err = ctypes.get_errno()
-            raise OSError(err, f"mmap of {length} bytes failed: {os.strerror(err)}")
+            hint = ""
+            if err == errno.ENOMEM:
+                limit = max_map_count()
+                hint = (f" (the process may be at vm.max_map_count{'' if limit is None else f', {limit}'}: "
+                        "each partition's active segment maps its two indexes once written)")
+            raise OSError(err, f"mmap of {length} bytes failed: {os.strerror(err)}{hint}")
         self._addr: int | None = addr
         self.length = length
         #: The mapped bytes; valid until ``close``, which releases the view.
@@ -68,6 +74,19 @@ class FileMapping:
     @property
     def closed(self) -> bool:
         return self._addr is None
+
+
+def max_map_count() -> int | None:
+    """The kernel's limit on one process's memory mappings (``vm.max_map_count``); None where it cannot be read.
+
+    An index is one mapping while it is in use, so a broker holding P partitions with records needs about 2P of
+    them beside its own (the interpreter's arenas, thread stacks, libraries); past the limit ``mmap`` fails
+    with ENOMEM. Kafka is bound the same way and its operations guide says to raise the setting."""
+    try:
+        with open("/proc/sys/vm/max_map_count", "rb") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
 
 
 def map_file(path: str | os.PathLike[str], length: int) -> FileMapping:

@@ -167,3 +167,72 @@ def test_cleanup_and_flush_passes_apply_each_logs_config(tmp_path: Path) -> None
     # The pass names the logs whose log start it moved (the broker tells their followers' fetch sessions).
     assert moved == [("short", 0)] and short.log_start_offset > 0
     manager.shutdown()
+
+
+def test_logs_needing_more_mappings_than_vm_max_map_count_are_warned_of_once_per_crossing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Two index mappings per log plus MAP_RESERVE for the rest of the process: a warning the moment that is
+    over the kernel's limit (the limit read from /proc is the layer faked here), none at the limit, and again
+    after the logs dropped back under it."""
+    from sofakafka.storage import log_manager as lm
+    from sofakafka.storage import mapping
+
+    limit = 2 * 3 + lm.MAP_RESERVE  # exactly three logs' worth
+    monkeypatch.setattr(mapping, "max_map_count", lambda: limit)
+    manager = LogManager([tmp_path])
+    manager.startup()
+
+    def warnings() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "vm.max_map_count" in r.getMessage()]
+
+    with caplog.at_level("WARNING", logger="sofakafka.storage.log_manager"):
+        manager.get_or_create_logs([("t", 0), ("t", 1), ("t", 2)])
+        assert warnings() == []  # needed == limit
+        manager.get_or_create_logs([("t", 3)])
+        assert len(warnings()) == 1  # one over
+        assert f"4 logs need about {8 + lm.MAP_RESERVE} memory mappings" in warnings()[0]
+        assert f"over vm.max_map_count {limit}" in warnings()[0]
+        manager.get_or_create_logs([("t", 4)])
+        assert len(warnings()) == 1  # still over: said once
+        manager.delete_log("t", 4)
+        manager.delete_log("t", 3)  # back at the limit: re-armed
+        manager.get_or_create_logs([("t", 3)])
+        assert len(warnings()) == 2
+    manager.shutdown()
+
+    monkeypatch.setattr(mapping, "max_map_count", lambda: limit - 1)  # the restart holds 4 logs: over
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="sofakafka.storage.log_manager"):
+        again = LogManager([tmp_path])
+        again.startup()
+        assert len(warnings()) == 1
+    again.shutdown()
+
+
+def test_a_mapping_refused_with_enomem_names_vm_max_map_count(tmp_path: Path) -> None:
+    """A real refusal: a child process whose address space is capped just above its use maps 1 GB."""
+    import subprocess
+    import sys
+    import textwrap
+
+    path = tmp_path / "big"
+    path.write_bytes(b"")
+    code = textwrap.dedent(f"""
+        import os, resource
+        from sofakafka.storage.mapping import FileMapping, max_map_count
+        with open("/proc/self/statm") as f:
+            used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        resource.setrlimit(resource.RLIMIT_AS, (used + (64 << 20), resource.RLIM_INFINITY))
+        fd = os.open({str(path)!r}, os.O_RDWR)
+        os.ftruncate(fd, 1 << 30)
+        try:
+            FileMapping(fd, 1 << 30)
+        except OSError as e:
+            print(e.errno, e.strerror, "|", max_map_count())
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    errno_, _, rest = out.stdout.strip().partition(" ")
+    strerror, _, limit = rest.rpartition(" | ")
+    assert int(errno_) == 12, out
+    assert strerror.startswith(f"mmap of {1 << 30} bytes failed: Cannot allocate memory (the process may be at "
+                               f"vm.max_map_count, {limit}:"), strerror
