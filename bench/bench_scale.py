@@ -432,7 +432,11 @@ def run_cluster(root: Path, partitions: int, args: argparse.Namespace, overrides
     deadline = args.deadline_s
     row: dict[str, str] = {"partitions": f"{partitions:,}", "brokers": str(args.brokers), "rf": str(rf)}
     extra = dict(kv.split("=", 1) for kv in overrides)
-    spec = cl.ClusterSpec(args.brokers, directory, base, zk_port, zk_tick_ms=500, overrides={
+    # ZooKeeper holds two znodes and a watch per broker for each partition: Kafka's 512 MB heap up to 50,000,
+    # then 1 MB per 100 partitions (100,000: 1,000 MB; 256 MB was a stop-the-world collection after another).
+    zk_heap_mb = max(cl.ZK_HEAP_MB, partitions // 100)
+    print(f"ZooKeeper heap {zk_heap_mb} MB", flush=True)
+    spec = cl.ClusterSpec(args.brokers, directory, base, zk_port, zk_tick_ms=500, zk_heap_mb=zk_heap_mb, overrides={
         "zookeeper.session.timeout.ms": str(args.session_timeout_ms), **extra})
     print(f"\n== {partitions:,} partitions in {len(topics)} topics, {args.brokers} brokers, RF {rf} "
           f"(cluster in {directory})", flush=True)

@@ -124,6 +124,13 @@ def test_up_reports_every_process_and_bootstrap(cluster: Cluster) -> None:
             assert ready.status == 200
 
 
+def test_zookeeper_runs_with_kafkas_heap(cluster: Cluster) -> None:
+    """Kafka's start script gives ZooKeeper 512 MB; 256 MB was too little for 100,000 partitions."""
+    (zk,) = [r for r in cluster.processes() if r.name == "zookeeper"]
+    args = Path(f"/proc/{zk.pid}/cmdline").read_bytes().split(b"\0")
+    assert [a for a in args if a.startswith(b"-Xmx")] == [f"-Xmx{cl.ZK_HEAP_MB}m".encode()] == [b"-Xmx512m"]
+
+
 def test_a_second_up_on_a_running_cluster_is_refused(cluster: Cluster) -> None:
     result = sofakafka("cluster", "up", "--brokers", str(BROKERS), "--dir", str(cluster.directory),
                        "--base-port", str(cluster.base_port), "--zk-port", str(cluster.zk_port))
@@ -273,6 +280,14 @@ def test_bad_arguments_start_nothing(tmp_path: Path) -> None:
                          str(base), "--zk-port", str(zk))
     assert busy.returncode == 1 and f"ports already in use: [{base + 1}]" in busy.stderr
     assert not (tmp_path / "b" / "zookeeper").exists()
+    for heap, refused in (("63", True), ("64", False)):
+        result = sofakafka("cluster", "up", "--brokers", "3", "--dir", str(tmp_path / f"h{heap}"), "--base-port",
+                           str(base), "--zk-port", str(zk), "--zk-heap-mb", heap, "--rack", "r1")
+        assert result.returncode == 1
+        # 63 is refused by name before anything else; 64 passes that check and stops at the racks.
+        assert ("--zk-heap-mb must be at least 64" in result.stderr) is refused, result.stderr
+        assert ("1 racks for 3 brokers" in result.stderr) is not refused, result.stderr
+        assert not (tmp_path / f"h{heap}" / "zookeeper").exists()
 
 
 def test_rack_and_overrides_reach_every_broker() -> None:
