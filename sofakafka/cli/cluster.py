@@ -400,8 +400,8 @@ def zookeeper_config(data_dir: Path, port: int, tick_ms: int, session_timeout_ms
 
 
 #: ZooKeeper's heap, Kafka's zookeeper-server-start.sh default (-Xmx512M). Each partition costs ZooKeeper two
-#: znodes and a watch per broker: at 100,000 partitions on three brokers a 256 MB heap was 98% full, spent 83 s
-#: in 118 full collections, and the pauses expired the brokers' sessions one after the other.
+#: znodes and a watch per broker: at 100,000 partitions on three brokers a 256 MB heap was 98% full after
+#: each collection and had spent 83 s in 118 full collections.
 ZK_HEAP_MB = 512
 
 
