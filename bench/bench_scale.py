@@ -69,7 +69,7 @@ from sofakafka.protocol.messages.api_versions import ApiVersionsRequest
 from sofakafka.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from sofakafka.protocol.messages.produce import ProduceRequest, ProduceResponse
 from sofakafka.protocol.records import Record, RecordBatchBuilder
-from sofakafka.storage.log_manager import MAP_RESERVE
+from sofakafka.storage.log_manager import mappings_needed
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -95,7 +95,7 @@ def ensure_map_count(per_broker: int) -> str:
     before starting anything."""
     path = Path("/proc/sys/vm/max_map_count")
     current = int(path.read_text())
-    needed = 2 * per_broker + MAP_RESERVE
+    needed = mappings_needed(per_broker)
     if current >= needed:
         return f"vm.max_map_count {current}"
     wanted = max(262_144, 2 * needed)
@@ -567,7 +567,7 @@ def main() -> None:
     rf = args.replication_factor or min(3, args.brokers)
     maps = ensure_map_count(max(counts, default=0) * (rf if args.brokers > 1 else 1) // max(args.brokers, 1))
     root = Path(tempfile.mkdtemp(prefix="bench-scale-", dir=args.dir))
-    print(f"{maps}")
+    print(maps)
     print(f"machine: {os.cpu_count()} cpus, {platform.platform()}, Python {platform.python_version()}; "
           f"open-file limit {limit}; data in {root}")
     rows = []

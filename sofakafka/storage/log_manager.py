@@ -90,6 +90,11 @@ log = logging.getLogger(__name__)
 #: the logs' index mappings are weighed against ``vm.max_map_count``.
 MAP_RESERVE = 4096
 
+
+def mappings_needed(logs: int) -> int:
+    """The memory mappings a process holding ``logs`` written logs needs: two indexes each, and the reserve."""
+    return 2 * logs + MAP_RESERVE
+
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 META_PROPERTIES = "meta.properties"
 LOCK_FILE = ".lock"
@@ -656,7 +661,7 @@ class LogManager:
         if limit is None:
             return
         logs = len(self._logs) + len(self._futures)
-        needed = 2 * logs + MAP_RESERVE
+        needed = mappings_needed(logs)
         if needed > limit and not self._map_warned:
             self._map_warned = True
             log.warning("%d logs need about %d memory mappings once written (two indexes each, %d for the rest of "
