@@ -53,7 +53,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import select
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -63,7 +62,6 @@ from typing import Any
 
 from kazoo import exceptions as kz
 from kazoo.client import KazooClient, KazooState
-from kazoo.handlers.threading import SequentialThreadingHandler
 from kazoo.protocol.states import Callback as KazooCallback
 from kazoo.protocol.states import EventType as KazooEventType
 
@@ -96,6 +94,7 @@ from sofakafka.controller.store import (
     join,
     validate_path,
 )
+from sofakafka.controller.zk_io import PollHandler
 from sofakafka.controller.zk_paths import BROKER_SEQUENCE_ID_PATH
 from sofakafka.storage.log_manager import META_PROPERTIES, read_meta_properties
 
@@ -788,44 +787,8 @@ def _keeper_state(state: Any) -> KeeperState:
         return KeeperState.CONNECTED
 
 
-def _fd(obj: Any) -> int:
-    return obj if isinstance(obj, int) else int(obj.fileno())
-
-
-class _PollHandler(SequentialThreadingHandler):  # type: ignore[misc]
-    """kazoo's threading handler with a cheaper ``select``. kazoo's connection thread selects once per request it
-    sends and per reply it reads, and kazoo's own select builds and closes a new epoll selector every time: that
-    was most of the connection thread's time when a broker followed a burst of thousands of partition-state
-    changes (the thread every request of a session goes through). One ``poll`` call does the same without a
-    kernel object per call, for any descriptor number (``select.select`` stops at 1024)."""
-
-    def select(self, rlist: Sequence[Any], wlist: Sequence[Any], xlist: Sequence[Any],
-               timeout: float | None = None) -> tuple[list[Any], list[Any], list[Any]]:
-        if timeout is not None and timeout < 0:
-            raise ValueError("timeout must be non-negative")
-        masks: dict[int, int] = {}
-        objects: dict[int, list[Any]] = {}
-        for objs, mask in ((rlist, select.POLLIN), (wlist, select.POLLOUT)):
-            for obj in objs:
-                fd = _fd(obj)
-                masks[fd] = masks.get(fd, 0) | mask
-                objects.setdefault(fd, []).append(obj)
-        poller = select.poll()
-        for fd, mask in masks.items():
-            poller.register(fd, mask)
-        readable: list[Any] = []
-        writable: list[Any] = []
-        for fd, events in poller.poll(None if timeout is None else timeout * 1000.0):
-            # As kazoo's: an error or hang-up counts as ready, reading first.
-            if events & ~select.POLLOUT and masks[fd] & select.POLLIN:
-                readable.extend(objects[fd])
-            elif events & ~select.POLLIN and masks[fd] & select.POLLOUT:
-                writable.extend(objects[fd])
-        return readable, writable, []
-
-
 def _start_client(hosts: str, session_timeout: float, connection_timeout: float) -> Any:
-    client = KazooClient(hosts=hosts, timeout=session_timeout, handler=_PollHandler())
+    client = KazooClient(hosts=hosts, timeout=session_timeout, handler=PollHandler())
     try:
         client.start(timeout=connection_timeout)
     except Exception as exc:
@@ -834,12 +797,19 @@ def _start_client(hosts: str, session_timeout: float, connection_timeout: float)
     return client
 
 
+_STOP_WAKE_TIMEOUT_S = 5.0
+"""How long stopping a client waits to put its wake-up byte into the connection thread's pipe."""
+
+
 def _stop_client(client: Any) -> None:
-    # kazoo's stop wakes the connection thread with a byte on its socket pair, which a lost client's thread may
-    # no longer drain: sent without blocking, the stop still ends that thread (it checks the stop flag), and
-    # ``close`` then closes the pair, which wakes anyone still blocked writing into it.
+    # kazoo's stop queues a Close and wakes the connection thread with a byte on its socket pair; only that byte
+    # makes a connected thread send the Close and end. The pair holds a few hundred queued bytes (each is a
+    # socket buffer of its own), so the byte may have to wait while the thread drains the requests before it: a
+    # dropped byte left a connected thread waiting in its select and the stop joining it forever. A lost client's
+    # thread may never drain again, so the wait is bounded; that thread ends anyway (it checks the stop flag
+    # between connection attempts), and ``close`` then closes the pair, which wakes anyone still blocked on it.
     with contextlib.suppress(Exception):
-        client._connection._write_sock.setblocking(False)
+        client._connection._write_sock.settimeout(_STOP_WAKE_TIMEOUT_S)
     with contextlib.suppress(Exception):
         client.stop()
     with contextlib.suppress(Exception):

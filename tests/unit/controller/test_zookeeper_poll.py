@@ -1,14 +1,19 @@
-"""The poll-based ``select`` the ZooKeeper store gives kazoo's connection thread answers as kazoo's own does."""
+"""The ``select`` and the sockets the ZooKeeper store gives kazoo's connection thread: they answer as kazoo's own
+do, and read ahead without changing what kazoo reads."""
 
 from __future__ import annotations
 
 import os
 import socket
+import threading
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import pytest
 
-from sofakafka.controller.zookeeper import _PollHandler
+from sofakafka.controller import zk_io
+from sofakafka.controller.zk_io import READ_AHEAD, BufferedSocket, PollHandler
+from sofakafka.controller.zookeeper import _stop_client
 
 
 @pytest.fixture
@@ -21,13 +26,13 @@ def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
 
 def test_nothing_ready_returns_empty_at_the_timeout(pair: tuple[socket.socket, socket.socket]) -> None:
     a, _ = pair
-    assert _PollHandler().select([a], [], [], 0) == ([], [], [])
-    assert _PollHandler().select([a], [], [], 0.01) == ([], [], [])
+    assert PollHandler().select([a], [], [], 0) == ([], [], [])
+    assert PollHandler().select([a], [], [], 0.01) == ([], [], [])
 
 
 def test_readable_writable_and_hang_up(pair: tuple[socket.socket, socket.socket]) -> None:
     a, b = pair
-    handler = _PollHandler()
+    handler = PollHandler()
     assert handler.select([], [a], [], 0) == ([], [a], [])
     b.send(b"x")
     assert handler.select([a], [], [], 0) == ([a], [], [])
@@ -42,11 +47,195 @@ def test_a_descriptor_above_1024_works(pair: tuple[socket.socket, socket.socket]
     high = os.dup2(a.fileno(), 5000)
     try:
         b.send(b"x")
-        assert _PollHandler().select([high], [], [], 0) == ([high], [], [])
+        assert PollHandler().select([high], [], [], 0) == ([high], [], [])
     finally:
         os.close(high)
 
 
 def test_a_negative_timeout_is_refused(pair: tuple[socket.socket, socket.socket]) -> None:
     with pytest.raises(ValueError):
-        _PollHandler().select([pair[0]], [], [], -1)
+        PollHandler().select([pair[0]], [], [], -1)
+
+
+# --- reading ahead
+
+
+def test_reads_come_in_order_from_one_recv(pair: tuple[socket.socket, socket.socket]) -> None:
+    a, b = pair
+    sock = BufferedSocket(a)
+    b.sendall(b"\x00\x00\x00\x03abc\x00\x00\x00\x02de")
+    assert sock.pending() == 0
+    assert sock.recv(4) == b"\x00\x00\x00\x03"
+    assert sock.pending() == 9  # the rest was read with the length, and is kept
+    assert sock.recv(3) == b"abc"
+    assert sock.recv(4) == b"\x00\x00\x00\x02"
+    assert sock.pending() == 2
+    assert sock.recv(10) == b"de"  # no more than is buffered: the caller asks again for the rest
+    assert sock.pending() == 0
+    b.sendall(b"fg")
+    assert sock.recv(10) == b"fg"  # all of it asked for: nothing kept
+    assert sock.pending() == 0
+
+
+def test_one_recv_reads_at_most_the_read_ahead(pair: tuple[socket.socket, socket.socket]) -> None:
+    a, b = pair
+    a.setblocking(False)
+    sock = BufferedSocket(a)
+    data = bytes(range(256)) * ((READ_AHEAD + 3 * 256) // 256)  # more than one read-ahead
+    sender = threading.Thread(target=b.sendall, args=(data,))
+    sender.start()
+    got = bytearray()
+    handler = PollHandler()
+    while len(got) < len(data):
+        assert handler.select([sock], [], [], 10) == ([sock], [], [])
+        got += sock.recv(1)
+        assert sock.pending() <= READ_AHEAD - 1
+    sender.join()
+    assert bytes(got) == data
+
+
+def test_the_peer_closing_reads_as_empty(pair: tuple[socket.socket, socket.socket]) -> None:
+    a, b = pair
+    sock = BufferedSocket(a)
+    b.sendall(b"xy")
+    b.close()
+    assert sock.recv(1) == b"x"
+    assert sock.recv(1) == b"y"
+    assert sock.recv(1) == b""
+
+
+def test_select_answers_buffered_data_without_asking_the_kernel(pair: tuple[socket.socket, socket.socket]) -> None:
+    a, b = pair
+    other_a, other_b = socket.socketpair()
+    try:
+        sock = BufferedSocket(a)
+        handler = PollHandler()
+        b.sendall(b"12")
+        assert sock.recv(1) == b"1"  # "2" is in the buffer now, nothing in the kernel
+        assert handler.select([sock], [], [], 0) == ([sock], [], [])
+        other_b.sendall(b"z")
+        # Buffered data is answered alone; the other descriptor is polled once the buffer is empty.
+        assert handler.select([sock, other_a], [], [], 0) == ([sock], [], [])
+        assert sock.recv(1) == b"2"
+        assert handler.select([sock, other_a], [], [], 0) == ([other_a], [], [])
+    finally:
+        other_a.close()
+        other_b.close()
+
+
+def test_the_wake_up_pipe_is_read_ahead_too() -> None:
+    read_end, write_end = PollHandler().create_socket_pair()
+    try:
+        assert isinstance(read_end, BufferedSocket)
+        write_end.send(b"\0\0\0")  # three queued requests
+        assert read_end.recv(1) == b"\0"
+        assert read_end.pending() == 2
+        assert PollHandler().select([read_end], [], [], 0) == ([read_end], [], [])
+    finally:
+        read_end.close()
+        write_end.close()
+
+
+# --- writing
+
+
+def test_a_write_goes_straight_to_send(pair: tuple[socket.socket, socket.socket]) -> None:
+    a, b = pair
+    sock = BufferedSocket(a)
+    assert PollHandler().select([], [sock], [], 2.5) == ([], [sock], [])
+    assert sock.write_timeout == 2.5  # what a send finding no room waits
+    assert sock.send(b"hello") == 5
+    assert b.recv(5) == b"hello"
+
+
+def _fill(sock: socket.socket) -> int:
+    """Send without blocking until the kernel takes no more; how much it took."""
+    sock.setblocking(False)
+    chunk = b"\0" * 65536
+    total = 0
+    with pytest.raises(BlockingIOError):
+        while True:
+            total += sock.send(chunk)
+    return total
+
+
+def test_a_send_without_room_waits_for_the_reader(pair: tuple[socket.socket, socket.socket],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = pair
+    filled = _fill(a)
+    sock = BufferedSocket(a)
+    sock.write_timeout = 30
+    received = bytearray()
+
+    def drain() -> None:
+        while len(received) < filled + 1:
+            received.extend(b.recv(1 << 20))
+
+    reader = threading.Thread(target=drain)
+    wait = zk_io._wait
+
+    def wait_after_starting_the_reader(fd: int, mask: int, timeout: float | None) -> bool:
+        reader.start()  # only once the send has found no room
+        return wait(fd, mask, timeout)
+
+    monkeypatch.setattr(zk_io, "_wait", wait_after_starting_the_reader)
+    assert sock.send(b"x") == 1
+    reader.join(30)
+    assert reader.ident is not None
+    assert len(received) == filled + 1
+    assert received[-1:] == b"x"
+
+
+def test_a_send_without_room_times_out_as_a_socket_error(pair: tuple[socket.socket, socket.socket]) -> None:
+    a, _ = pair
+    _fill(a)
+    sock = BufferedSocket(a)
+    sock.write_timeout = 0.05
+    with pytest.raises(OSError, match="time-out during write"):  # kazoo drops the connection, as on its own timeout
+        sock.send(b"x")
+
+
+def test_other_socket_calls_reach_the_socket(pair: tuple[socket.socket, socket.socket]) -> None:
+    a, _ = pair
+    sock = BufferedSocket(a)
+    assert sock.fileno() == a.fileno()
+    sock.setblocking(False)
+    assert a.getblocking() is False
+    sock.close()
+    assert a.fileno() == -1
+
+
+# --- stopping a client
+
+
+def test_stopping_a_client_waits_for_room_for_its_wake_up_byte(pair: tuple[socket.socket, socket.socket]) -> None:
+    """kazoo's stop queues a Close and wakes the connection thread with one byte; a connected thread ends only
+    once it reads it. The byte must get through a pair that the thread is still draining (it was sent without
+    waiting, dropped, and the stop joined the thread forever). kazoo's client is faked: its stop as kazoo's."""
+    read_end, write_end = pair
+    filled = _fill(write_end)
+    woken: list[bool] = []
+
+    class Client:
+        _connection = SimpleNamespace(_write_sock=write_end)
+
+        def stop(self) -> None:
+            self._connection._write_sock.send(b"\0")
+            woken.append(True)
+
+        def close(self) -> None:
+            pass
+
+    drained = bytearray()
+
+    def drain() -> None:
+        threading.Event().wait(0.2)  # the thread comes back to the pair after the stop has begun
+        while len(drained) < filled + 1 and (chunk := read_end.recv(1 << 20)):
+            drained.extend(chunk)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    _stop_client(Client())
+    reader.join(30)
+    assert woken == [True]
+    assert len(drained) == filled + 1
