@@ -88,23 +88,24 @@ def raise_nofile() -> int:
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
-def ensure_map_count(per_broker: int) -> str:
+def ensure_map_count(per_broker: int) -> tuple[str, int | None]:
     """Every partition a broker holds with records keeps its two indexes mapped, and past ``vm.max_map_count``
     (65,530 by default) its appends fail with ENOMEM and take the log dir offline, as Kafka's would. A run that
     needs more raises the setting when it may (root), like Kafka's operations guide says to; otherwise it stops
-    before starting anything."""
+    before starting anything. Returns what to say and the value to set back at the end (None: unchanged)."""
     path = Path("/proc/sys/vm/max_map_count")
     current = int(path.read_text())
     needed = mappings_needed(per_broker)
     if current >= needed:
-        return f"vm.max_map_count {current}"
+        return f"vm.max_map_count {current}", None
     wanted = max(262_144, 2 * needed)
     try:
         path.write_text(str(wanted))
     except OSError as exc:
         raise SystemExit(f"{per_broker:,} partitions per broker need about {needed:,} memory mappings, over "
                          f"vm.max_map_count {current}; raise it (sysctl -w vm.max_map_count={wanted}): {exc}") from exc
-    return f"vm.max_map_count raised from {current} to {wanted} for {per_broker:,} partitions per broker"
+    return (f"vm.max_map_count raised from {current} to {wanted} for {per_broker:,} partitions per broker (set back "
+            f"at the end)", current)
 
 
 def open_files(pid: int) -> int:
@@ -565,7 +566,8 @@ def main() -> None:
         raise SystemExit(f"open-file limit {limit} is too low for {args.idle_connections} idle connections")
     counts = [int(x) for x in args.partitions.split(",") if x]
     rf = args.replication_factor or min(3, args.brokers)
-    maps = ensure_map_count(max(counts, default=0) * (rf if args.brokers > 1 else 1) // max(args.brokers, 1))
+    per_broker = max(counts, default=0) * (rf if args.brokers > 1 else 1) // max(args.brokers, 1)
+    maps, restore_map_count = ensure_map_count(per_broker)
     root = Path(tempfile.mkdtemp(prefix="bench-scale-", dir=args.dir))
     print(maps)
     print(f"machine: {os.cpu_count()} cpus, {platform.platform()}, Python {platform.python_version()}; "
@@ -582,6 +584,8 @@ def main() -> None:
         raise
     finally:
         shutil.rmtree(root, ignore_errors=True)
+        if restore_map_count is not None:
+            Path("/proc/sys/vm/max_map_count").write_text(str(restore_map_count))
     if args.brokers > 1:
         keys = ["partitions", "brokers", "rf", "fds_created", "fds_written", "create_s", "led_s", "isr_s",
                 "produce_all_s", "md_all", "md_one", "led_by_victim", "failover_s", "isr_shrunk_s",

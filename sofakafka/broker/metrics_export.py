@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector,
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from sofakafka.broker import gc_pauses
 from sofakafka.broker.metrics import (
     LATENCY_RESERVOIR,
     QUANTILES,
@@ -56,6 +57,11 @@ class BrokerCollector(Collector):
         yield _counter("sofakafka_produce_audit_entries_dropped", "Produce audit entries given up (the audit topic "
                        "could not be written for too long)", [({}, m.audit_entries_dropped)])
         yield from self._state(self.gauges())
+        pauses = gc_pauses.installed()
+        if pauses is not None:
+            yield _counter("python_gc_collection_seconds", "Seconds the garbage collector held the interpreter, per "
+                           "generation (sofakafka/broker/gc_pauses.py)",
+                           [({"generation": str(g)}, pauses.seconds[g]) for g in range(gc_pauses.GENERATIONS)])
 
     def _topic_counters(self) -> Iterable[Metric]:
         m = self.metrics

@@ -55,8 +55,11 @@ def serve_command(properties: str | None, overrides: list[str], log_level: str) 
         return EXIT_CONFIG_ERROR
     import uvloop
 
+    from sofakafka.broker import gc_pauses
     from sofakafka.controller.store import StoreError
     from sofakafka.protocol.errors import KafkaError
+
+    gc_pauses.install()
 
     try:
         return uvloop.run(_serve(config))

@@ -216,6 +216,7 @@ class MetadataCache:
         self._reloading = False
         self._prefetched: dict[str, tuple[bytes, ZnodeStat] | None] = {}
         self._late_states: list[tuple[str, int, tuple[bytes, ZnodeStat] | None, PartitionState | None]] = []
+        self._left_to_reload = 0  # changes the lost session could not read; see _leave_to_reload
 
     # ------------------------------------------------------------------------------------- public API
 
@@ -243,6 +244,10 @@ class MetadataCache:
                 return
             self._reloading = True
             self._late_states = []
+            left, self._left_to_reload = self._left_to_reload, 0
+        if left:
+            log.info("metadata cache reads the whole tree again after a new session, %d change%s seen in the lost "
+                     "one among it", left, "" if left == 1 else "s")
         try:
             prefetched = self._prefetch_states()
             with self._lock:
@@ -361,11 +366,23 @@ class MetadataCache:
                     self._changed_model()
         except SessionExpiredError as exc:
             # Nothing to repair here: whoever renews the session calls reload(), which reads everything again.
-            log.info("metadata cache left %s on %s to the reload after a new session: %s", event.type.name,
-                     event.path, exc)
+            self._leave_to_reload(f"{event.type.name} on {event.path}", exc)
         except (StoreError, ValueError) as exc:
             # ValueError covers ZkDataError: a znode another writer filled with something we cannot read.
             log.warning("metadata cache could not apply %s on %s: %s", event.type.name, event.path, exc)
+
+    def _leave_to_reload(self, what: str, exc: StoreError) -> None:
+        """A change the session ended before it could be read: the reload after the new session reads it. Once a
+        session goes, every watched state that changed meanwhile lands here (tens of thousands at 100,000
+        partitions), so the first is logged and ``reload`` counts the rest in one line."""
+        with self._lock:
+            self._left_to_reload += 1
+            first = self._left_to_reload == 1
+        if first:
+            log.info("metadata cache leaves %s, and any change after it, to the reload after a new session: %s",
+                     what, exc)
+        else:
+            log.debug("metadata cache leaves %s to the reload after a new session", what)
 
     def _watch_state(self, topic: str, partition: int) -> None:
         """A partition state changed (the commonest event by far: leaders and ISRs). It is read with ``get_async``:
@@ -383,7 +400,7 @@ class MetadataCache:
         path = zk_paths.topic_partition_state_path(topic, partition)
         if isinstance(read, StoreError):
             if isinstance(read, SessionExpiredError):
-                log.info("metadata cache left the state %s to the reload after a new session: %s", path, read)
+                self._leave_to_reload(f"the state {path}", read)
             else:
                 log.warning("metadata cache could not read the state %s: %s", path, read)
             return

@@ -56,7 +56,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -184,17 +184,19 @@ def _check_data(data: bytes, path: str) -> bytes:
     return bytes(data)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Watch:
     """One read's watch as kazoo holds it. ``baseline`` is what the read saw (mzxid for a data watch,
-    pzxid for a child watch, ``_MISSING`` for ``exists`` on a missing znode), for re-arming."""
+    pzxid for a child watch, ``_MISSING`` for ``exists`` on a missing znode), for re-arming; ``armed`` says the
+    read's answer set it. One plain object per read (100,000 of them when a broker reads every partition state):
+    a re-arm that must wait for ``armed`` waits on the store's condition, see ``_wait_armed``."""
 
     store: ZooKeeperMetadataStore
     callback: WatchCallback
     kind: str  # "data" | "child"
     path: str
     baseline: int = _MISSING
-    ready: threading.Event = field(default_factory=threading.Event)
+    armed: bool = False
     cancelled: bool = False
 
     def __call__(self, event: Any) -> None:
@@ -216,6 +218,8 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._closed = False
         self._lost = False
         self._dropped: list[_Watch] = []
+        self._arming = threading.Condition(threading.Lock())
+        self._arm_waiters = 0
         self._suspended_generation = 0
         self._suspend_timer: threading.Timer | None = None
         self._last_event: object = None
@@ -369,7 +373,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         for index, old in enumerate(dropped):
             if self.closed:
                 return
-            old.ready.wait(self._connection_timeout)
+            self._wait_armed(old, self._connection_timeout)
             new = _Watch(self, old.callback, old.kind, old.path)
             try:
                 event_type = self._rearm_one(old, new)
@@ -396,12 +400,10 @@ class ZooKeeperMetadataStore(MetadataStore):
                 _, kstat = client.get_children(old.path, watch=new, include_data=True)
             except kz.NoNodeError:
                 return EventType.DELETED
-            new.baseline = kstat.pzxid
-            new.ready.set()
+            self._armed(new, kstat.pzxid)
             return EventType.CHILD if kstat.pzxid != old.baseline else None
         kstat = client.exists(old.path, watch=new)
-        new.baseline = _MISSING if kstat is None else kstat.mzxid
-        new.ready.set()
+        self._armed(new, _MISSING if kstat is None else kstat.mzxid)
         if old.baseline == _MISSING:
             return EventType.CREATED if kstat is not None else None
         if kstat is None:
@@ -476,18 +478,14 @@ class ZooKeeperMetadataStore(MetadataStore):
         validate_path(path)
         kwatch = self._new_watch(watch, "data", path)
         data, kstat = self._read(lambda: self._client.get(path, watch=kwatch), path)
-        if kwatch is not None:
-            kwatch.baseline = kstat.mzxid
-            kwatch.ready.set()
+        self._armed(kwatch, kstat.mzxid)
         return (data or b""), _stat(kstat)
 
     def exists(self, path: str, watch: WatchCallback | None = None) -> ZnodeStat | None:
         validate_path(path)
         kwatch = self._new_watch(watch, "data", path)
         kstat = self._read(lambda: self._client.exists(path, watch=kwatch), path)
-        if kwatch is not None:
-            kwatch.baseline = _MISSING if kstat is None else kstat.mzxid
-            kwatch.ready.set()
+        self._armed(kwatch, _MISSING if kstat is None else kstat.mzxid)
         return None if kstat is None else _stat(kstat)
 
     def get_children(self, path: str, watch: WatchCallback | None = None) -> list[str]:
@@ -496,9 +494,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         children, kstat = self._read(
             lambda: self._client.get_children(path, watch=kwatch, include_data=True), path
         )
-        if kwatch is not None:
-            kwatch.baseline = kstat.pzxid
-            kwatch.ready.set()
+        self._armed(kwatch, kstat.pzxid)
         return sorted(children)
 
     def set(self, path: str, value: bytes, version: int = -1) -> ZnodeStat:
@@ -660,11 +656,31 @@ class ZooKeeperMetadataStore(MetadataStore):
                     raise _translate(exc, paths[i]) from exc
                 yield i, answer
 
-    @staticmethod
-    def _armed(kwatch: _Watch | None, baseline: int) -> None:
+    def _armed(self, kwatch: _Watch | None, baseline: int) -> None:
+        """The read that set ``kwatch`` was answered (any thread). Costs no lock unless a re-arm waits."""
         if kwatch is not None:
             kwatch.baseline = baseline
-            kwatch.ready.set()
+            kwatch.armed = True
+            if self._arm_waiters:
+                with self._arming:
+                    self._arming.notify_all()
+
+    def _wait_armed(self, kwatch: _Watch, timeout: float) -> bool:
+        """Event thread, re-arming: wait until the read that set ``kwatch`` was answered (its baseline known), up
+        to ``timeout``. ``_armed`` sets the flag before it looks for waiters, and a waiter counts itself before it
+        looks at the flag, so one of them sees the other."""
+        deadline = time.monotonic() + timeout
+        with self._arming:
+            self._arm_waiters += 1
+            try:
+                while not kwatch.armed:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return False
+                    self._arming.wait(remaining)
+                return True
+            finally:
+                self._arm_waiters -= 1
 
     def get_async(self, path: str, watch: WatchCallback | None, callback: ReadCallback) -> None:
         """Sent at once; kazoo hands the answer to its completion thread, which posts it to our event thread in

@@ -3,6 +3,7 @@ cluster id, whoever writes them; snapshots stay consistent and immutable while i
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator
 
@@ -12,7 +13,7 @@ from sofakafka.controller.embedded import EmbeddedMetadataStore
 from sofakafka.controller.metadata import ClusterMetadata, MetadataCache, changed_partitions
 from sofakafka.controller.node import ControllerNode
 from sofakafka.controller.registration import create_top_level_paths, make_registration, register_broker
-from sofakafka.controller.store import ConnectionLossError
+from sofakafka.controller.store import ConnectionLossError, SessionExpiredError
 from sofakafka.controller.topics import NewTopic
 from sofakafka.controller.zk_data import (
     BrokerEndpoint,
@@ -398,3 +399,21 @@ def test_a_reload_keeps_no_state_it_read_for_a_topic_deleted_before_its_load(
     store.sync(SETTLE_TIMEOUT)  # both creations reached the cache
     recreated = cache.snapshot().partition("back", 0)
     assert recreated is not None and recreated.leader_epoch == 7
+
+
+def test_changes_a_lost_session_could_not_read_are_logged_once_and_counted_by_the_reload(
+        cache: MetadataCache, caplog: pytest.LogCaptureFixture) -> None:
+    # At 100,000 partitions a lost session leaves tens of thousands of them: one line each buried the log.
+    gone = SessionExpiredError("session 0x1 expired")
+    with caplog.at_level(logging.INFO, logger="sofakafka.controller.metadata"):
+        for partition in range(3):
+            cache._apply_state("orders", partition, gone)
+        first = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+        assert first == ["metadata cache leaves the state /brokers/topics/orders/partitions/0/state, and any change "
+                         "after it, to the reload after a new session: session 0x1 expired"]
+        caplog.clear()
+        cache.reload()
+        cache.reload()  # nothing left by the lost session any more: no line
+        after = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert after == ["metadata cache reads the whole tree again after a new session, 3 changes seen in the lost one "
+                     "among it"]

@@ -4,10 +4,13 @@ do, and read ahead without changing what kazoo reads."""
 from __future__ import annotations
 
 import os
+import queue
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -239,3 +242,97 @@ def test_stopping_a_client_waits_for_room_for_its_wake_up_byte(pair: tuple[socke
     reader.join(30)
     assert woken == [True]
     assert len(drained) == filled + 1
+
+
+# --- LightResult: kazoo's AsyncResult without a Condition per request
+
+
+def _result(running: bool = False) -> tuple[zk_io.LightResult, queue.SimpleQueue[Any]]:
+    """A result of a handler (what LightResult asks of one: whether its completion thread runs, and its queue)."""
+    completions: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    handler = SimpleNamespace(running=running, completion_queue=completions)
+    return zk_io.LightResult(handler, threading.Lock()), completions
+
+
+def test_a_result_holds_its_value_or_its_exception() -> None:
+    result, _ = _result()
+    assert not result.ready() and not result.successful() and result.exception is None
+    with pytest.raises(zk_io.KazooTimeoutError):
+        result.get(block=False)
+    with pytest.raises(zk_io.KazooTimeoutError):
+        result.get_nowait()
+    result.set(7)
+    assert result.ready() and result.successful() and result.exception is None
+    assert result.get() == 7 and result.get(block=False) == 7 and result.value == 7
+    failed, _ = _result()
+    boom = ValueError("boom")
+    failed.set_exception(boom)
+    assert failed.ready() and not failed.successful() and failed.exception is boom
+    with pytest.raises(ValueError, match="boom"):
+        failed.get()
+    assert failed.wait(0) is True
+
+
+def test_a_blocked_get_is_woken_by_set_from_another_thread() -> None:
+    result, _ = _result()
+    got: list[object] = []
+    waiter = threading.Thread(target=lambda: got.append(result.get(timeout=30)))
+    waiter.start()
+    deadline = time.monotonic() + 10
+    while not result._waiters and time.monotonic() < deadline:  # the getter is blocked on its own lock
+        time.sleep(0.001)
+    assert result._waiters
+    result.set("answer")
+    waiter.join(10)
+    assert got == ["answer"] and result._waiters is None
+
+
+def test_get_and_wait_time_out_and_leave_no_waiter_behind() -> None:
+    result, _ = _result()
+    started = time.monotonic()
+    with pytest.raises(zk_io.KazooTimeoutError):
+        result.get(timeout=0.05)
+    assert time.monotonic() - started >= 0.05
+    assert result.wait(0) is False and result.wait(-1) is False and result.wait(0.01) is False
+    assert not result._waiters
+    result.set(1)
+    assert result.wait(None) is True
+
+
+def test_each_callback_runs_once_linked_before_or_after_the_result_was_set() -> None:
+    result, _ = _result(running=False)
+    seen: list[tuple[str, object]] = []
+
+    def early(r: object) -> None:
+        seen.append(("early", r))
+
+    def removed(r: object) -> None:
+        seen.append(("removed", r))
+
+    result.rawlink(early)
+    result.rawlink(early)  # linked twice: run once, as kazoo's
+    result.rawlink(removed)
+    result.unlink(removed)
+    result.set(3)
+    result.rawlink(lambda r: seen.append(("late", r)))
+    assert seen == [("early", result), ("late", result)]
+    result.unlink(early)  # after the set: nothing to do
+
+
+def test_callbacks_go_through_the_completion_queue_while_the_handler_runs() -> None:
+    result, completions = _result(running=True)
+    seen: list[object] = []
+    result.rawlink(seen.append)
+    assert completions.empty()
+    result.set_exception(KeyError("k"))
+    assert completions.qsize() == 1 and seen == []
+    completions.get_nowait()()
+    assert seen == [result]
+    result.rawlink(seen.append)  # already set: queued at once
+    assert completions.qsize() == 1
+
+
+def test_the_handler_hands_out_light_results_that_share_one_guard() -> None:
+    handler = PollHandler()
+    a, b = handler.async_result(), handler.async_result()
+    assert isinstance(a, zk_io.LightResult) and a._guard is b._guard
