@@ -414,6 +414,12 @@ def test_changes_a_lost_session_could_not_read_are_logged_once_and_counted_by_th
         caplog.clear()
         cache.reload()
         cache.reload()  # nothing left by the lost session any more: no line
+        cache._apply_state("orders", 0, gone)  # the next lost session, with a single change
+        cache.reload()
         after = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
     assert after == ["metadata cache reads the whole tree again after a new session, 3 changes seen in the lost one "
+                     "among it",
+                     "metadata cache leaves the state /brokers/topics/orders/partitions/0/state, and any change "
+                     "after it, to the reload after a new session: session 0x1 expired",
+                     "metadata cache reads the whole tree again after a new session, 1 change seen in the lost one "
                      "among it"]
