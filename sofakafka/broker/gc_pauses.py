@@ -10,12 +10,15 @@ two cores. Kafka's brokers log their JVM's pauses; this is the same figure for o
 follower fallen out of the ISR or a produce that took seconds can be matched against it.
 
 What it does about them. A full collection keeps what it found alive, and at scale nearly all of it stays alive
-(logs, partition states, replicas): walking it again and again is the cost. So after each full collection the
-survivors are frozen (``gc.freeze``: moved where collections never look), and the next full collection walks only
-what came since, as the Python documentation suggests for a server's long-lived heap. The price is cyclic garbage:
-an object frozen while alive and later dropped as part of a cycle (a deleted partition's log, a closed connection)
-is only freed once thawed. So every :data:`THAW_INTERVAL_S` everything is thawed, and the next full collection,
-a long one, walks and frees it, then freezes again: one long pause an hour instead of one per burst of growth.
+(logs, partition states, replicas): walking it again and again is the cost. So after a full collection that took
+:data:`FREEZE_AFTER_S` or more (a heap big enough to matter) the survivors are frozen (``gc.freeze``: moved where
+collections never look), and the next full collection walks only what came since, as the Python documentation
+suggests for a server's long-lived heap. The price is cyclic garbage: an object frozen while alive and later
+dropped as part of a cycle (a deleted partition's log, a closed connection, a request in flight at the freeze) is
+only freed once thawed. Hence the threshold: a broker whose unfrozen heap stays small (steady traffic, no growth)
+never freezes its requests in flight, and one that grows freezes once per few hundred thousand new long-lived
+objects. And every :data:`THAW_INTERVAL_S` everything is thawed: the next full collection, a long one, walks and
+frees it, then freezes again. One long pause an hour instead of one per burst of growth.
 
 Process-wide: the collector is the process's, so one :class:`GcPauses` (``install``) serves every broker the
 process runs; ``sofakafka serve`` installs it. The callback costs two clock reads per collection; freezing and
@@ -37,6 +40,9 @@ LONG_PAUSE_S = 1.0
 
 GENERATIONS = 3
 
+FREEZE_AFTER_S = 0.1
+"""A full collection at least this long (some 250,000 objects walked) has its survivors frozen; a shorter one not."""
+
 THAW_INTERVAL_S = 3600.0
 """How long frozen objects stay out of the collector's sight before a thaw lets it free the cyclic garbage among
 them."""
@@ -49,8 +55,9 @@ class GcPauses:
     """Per-generation counts and total seconds of the collections seen since ``install``, and the longest."""
 
     def __init__(self, long_pause_s: float = LONG_PAUSE_S, clock: Any = time.perf_counter, *,
-                 thaw_interval_s: float = THAW_INTERVAL_S) -> None:
+                 freeze_after_s: float = FREEZE_AFTER_S, thaw_interval_s: float = THAW_INTERVAL_S) -> None:
         self.long_pause_s = long_pause_s
+        self.freeze_after_s = freeze_after_s
         self.thaw_interval_s = thaw_interval_s
         self._clock = clock
         self._started: float | None = None
@@ -75,7 +82,7 @@ class GcPauses:
         self.collections[generation] += 1
         self.seconds[generation] += took
         self.longest_s = max(self.longest_s, took)
-        if generation == GENERATIONS - 1:
+        if generation == GENERATIONS - 1 and took >= self.freeze_after_s:
             self.freeze_due = True
         if took >= self.long_pause_s:
             log.warning("garbage collection of generation %d held the interpreter for %.2f s (%d objects collected; "
@@ -84,8 +91,8 @@ class GcPauses:
 
 
     def settle(self) -> None:
-        """The freezing thread's step: thaw when it is time, else freeze the survivors of a full collection that
-        ended since the last step."""
+        """The freezing thread's step: thaw when it is time, else freeze the survivors of a long full collection
+        that ended since the last step."""
         now = self._clock()
         if now >= self._thaw_at:
             self._thaw_at = now + self.thaw_interval_s

@@ -79,13 +79,14 @@ def test_the_survivors_of_a_full_collection_are_frozen_and_thawed_every_interval
     pauses.settle()
     pauses.settle()  # once per full collection
     assert calls == ["freeze"] and pauses.freezes == 1 and not pauses.freeze_due
-    clock.now = 159.999
-    _collect(pauses, clock, 2, 0.0)
+    clock.now = 159.75
+    _collect(pauses, clock, 2, 0.125)
     assert clock.now < 160.0
     pauses.settle()
     assert calls == ["freeze", "freeze"]
-    clock.now = 160.0  # the thaw is due: it wins over a freeze due at the same step
-    _collect(pauses, clock, 2, 0.0)
+    clock.now = 159.875  # the thaw is due (at 160): it wins over a freeze due at the same step
+    _collect(pauses, clock, 2, 0.125)
+    assert pauses.freeze_due and clock.now == 160.0
     with caplog.at_level(logging.INFO, logger=gc_pauses.__name__):
         pauses.settle()
     assert calls == ["freeze", "freeze", "unfreeze"] and pauses.thaws == 1 and not pauses.freeze_due
@@ -96,6 +97,19 @@ def test_the_survivors_of_a_full_collection_are_frozen_and_thawed_every_interval
     clock.now = 220.0
     pauses.settle()
     assert pauses.thaws == 2
+
+
+@pytest.mark.parametrize(("took", "frozen"), [(1.75, False), (2.0, True), (2.25, True)])
+def test_only_a_full_collection_at_least_freeze_after_freezes(took: float, frozen: bool,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # A small heap (a short full collection) is not frozen: its requests in flight would be kept till the thaw.
+    calls: list[str] = []
+    monkeypatch.setattr(gc, "freeze", lambda: calls.append("freeze"))
+    clock = _Clock()
+    pauses = GcPauses(clock=clock, freeze_after_s=2.0, long_pause_s=10.0)
+    _collect(pauses, clock, 2, took)
+    pauses.settle()
+    assert calls == (["freeze"] if frozen else []) and pauses.freezes == int(frozen)
 
 
 def _gc_seconds() -> dict[str, float]:
