@@ -89,7 +89,6 @@ class GcPauses:
                         "%d collections of that generation so far, %.1f s in all)", generation, took,
                         int(info.get("collected", 0)), self.collections[generation], self.seconds[generation])
 
-
     def settle(self) -> None:
         """The freezing thread's step: thaw when it is time, else freeze the survivors of a long full collection
         that ended since the last step."""

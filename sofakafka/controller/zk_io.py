@@ -23,8 +23,8 @@ Nothing about the protocol changes: bytes are read in the same order; a closed p
 Every request kazoo sends also gets an ``AsyncResult``, and kazoo's makes a ``threading.Condition`` for each (a
 lock, a queue of waiters, bound methods and three caught ``AttributeError`` exceptions): at 100,000 partition
 states read with watches that was a tenth to a sixth of the time the broker's threads held the interpreter lock,
-and garbage for the collector to walk. :class:`LightResult` answers the same calls with one lock shared by the handler, and a lock
-of its own only for a caller that actually blocks on it.
+and garbage for the collector to walk. :class:`LightResult` answers the same calls with one lock shared by the
+handler, and a lock of its own only for a caller that actually blocks on it.
 """
 
 from __future__ import annotations
